@@ -1,0 +1,220 @@
+"""
+AD-DROP: Attribution-Driven Dropout (Yang et al., NeurIPS 2022), in one file.
+
+Fine-tuning overfits; ordinary dropout drops units at random. AD-DROP drops the
+self-attention positions that matter MOST for the current prediction, so that the
+model learns to use the rest. One AD-DROP step (Section 2.3, Figure 3):
+
+  1. forward the batch unmasked; pseudo label c~ = argmax of the logits        Eq. 4
+  2. attribution of every attention position: B_l = dF_c~ / dA_l             Eq. 5 (= Eq. 2)
+     (or integrated gradients, Eq. 3; or the ablations of Table 2)
+  3. per row of B: candidates = the top int(n p)-ish positions, each dropped
+     with probability q; the mask M is 0 (keep) or -inf (drop)               Eq. 6-7
+  4. forward again with the masks M_l added inside the softmax (Eq. 1) and
+     backpropagate that loss. (train.py)
+
+Cross-tuning (Algorithm 1) alternates: odd epochs plain fine-tuning, even epochs AD-DROP.
+
+Steps 1-3 need nothing from the model but its attention probabilities A_l (out) and
+per-layer additive masks M_l (in); see model.py.
+"""
+
+import torch
+
+ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
+
+# -----------------------------------------------------------------------------
+# Algorithm 1: which epochs run AD-DROP
+
+def is_addrop_epoch(epoch, cross_tuning=True):
+    """epoch counts from 1. With cross-tuning, epochs 1, 3, 5, ... fine-tune plainly and
+    epochs 2, 4, 6, ... run AD-DROP; without it (Table 2's ablation) every epoch does."""
+    return epoch % 2 == 0 if cross_tuning else True
+
+# -----------------------------------------------------------------------------
+# steps 1-2: attribution
+
+def objective(logits, labels, regression):
+    """The scalar whose gradient is the attribution.
+    Classification: sum_i F_c~i(x_i), the logit of each example's (pseudo) label (Eq. 5).
+    Regression has no label to pick, so it uses the negative loss -L with the gold
+    score (Appendix A). Summing over the batch is harmless: examples do not interact,
+    so d(sum)/dA of example i is example i's own gradient."""
+    if regression:
+        return -0.5 * ((logits.squeeze(-1) - labels) ** 2).sum()
+    return logits.gather(1, labels[:, None]).sum()
+
+
+def _unmasked_pass(model, batch, labels):
+    """Step 1: the first, unmasked forward. Runs in eval mode, so that the pseudo label is
+    the model's actual prediction (Eq. 4) and the attribution is not randomised by
+    ordinary dropout. (The authors' code keeps dropout on here; we follow the paper.)
+    Returns logits, labels to attribute (pseudo unless given), and the attention maps."""
+    logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    if labels is None:
+        labels = logits.argmax(-1)  # Eq. 4: pseudo labels
+    return logits, labels, attns
+
+
+def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=2**25):
+    """Attribution scores B_l (B, H, T, T) for each layer index in `layers`.
+
+    method: "ga" gradient (Eq. 5), "iga" integrated gradient with m steps (Eq. 3),
+            "aa" the attention weights themselves, "rd" random scores (Table 2).
+    labels: None for pseudo labels (the paper), or the gold labels (Table 2's ablation).
+            Regression always uses the gold score, through the loss.
+    No parameter gradient is computed or left behind: autograd.grad differentiates
+    with respect to the attention maps only, and .grad fields are never touched.
+    """
+    ids = batch["input_ids"]
+    if method == "rd":  # random scores: the candidate region is a random p-fraction of each row
+        B, T = ids.size()
+        H = model.cfg.num_attention_heads
+        return {l: torch.rand(B, H, T, T, device=ids.device) for l in layers}
+    if regression:
+        labels = batch["labels"]
+    was_training = model.training
+    model.eval()
+    try:
+        if method == "aa":
+            with torch.no_grad():
+                _, _, attns = _unmasked_pass(model, batch, labels)
+            return {l: attns[l] for l in layers}
+        if method == "ga":
+            with torch.enable_grad():
+                logits, labels, attns = _unmasked_pass(model, batch, labels)
+                # ONE backward for all selected layers (the authors run one per layer)
+                grads = torch.autograd.grad(objective(logits, labels, regression), [attns[l] for l in layers])
+            return dict(zip(layers, grads))
+        if method == "iga":
+            return _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget)
+        raise ValueError(f"unknown attribution {method!r}; choose one of {ATTRIBUTIONS}")
+    finally:
+        model.train(was_training)  # the authors' code leaves eval mode on after IG: not here
+
+
+def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget):
+    """Eq. 3: B_l = A_l / m * sum_{k=1..m} dF(k/m A_l)/dA_l, one layer scaled at a time,
+    the other layers as they are.
+
+    Two savings that change no number: the layers below l do not depend on the scale,
+    so their output x_l is computed once and reused for all m steps and all layers; and
+    the m steps run as one batch of m*B examples (in chunks of at most ig_budget
+    attention entries, to bound memory)."""
+    enc = model.encoder
+    with torch.no_grad():  # the unscaled pass: layer inputs x_l, maps A_l, pseudo labels
+        x, pad = enc.embed(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+        xs, attns = [], []
+        for layer in enc.layers:
+            xs.append(x)
+            x, A = layer(x, pad)
+            attns.append(A)
+        if labels is None:
+            labels = model.head(x).argmax(-1)  # Eq. 4
+    B, H, T, _ = attns[0].size()
+    K = max(1, min(m, ig_budget // (B * H * T * T)))  # steps per chunk
+    alphas = torch.arange(1, m + 1, device=x.device, dtype=x.dtype) / m  # k/m, k = 1..m
+    scores = {}
+    for l in layers:
+        total = torch.zeros_like(attns[l])  # sum_k dF(k/m A)/dA, (B, H, T, T)
+        for a in alphas.split(K):
+            k = len(a)
+            h = xs[l].repeat(k, 1, 1)  # (k*B, T, C): step-major copies of the batch
+            padk = pad.repeat(k, 1, 1, 1)  # (k*B, 1, 1, T)
+            scale = a.repeat_interleave(B).view(k * B, 1, 1, 1)
+            with torch.enable_grad():
+                h, A_scaled = enc.layers[l](h, padk, scale=scale)  # A_scaled = k/m A_l
+                for layer in enc.layers[l + 1:]:
+                    h, _ = layer(h, padk)
+                F = objective(model.head(h), labels.repeat(k), regression)
+                g, = torch.autograd.grad(F, A_scaled)  # dF/dA at k/m A, (k*B, H, T, T)
+            total += g.view(k, B, H, T, T).sum(0)
+        scores[l] = attns[l] * total / m
+    return scores
+
+# -----------------------------------------------------------------------------
+# step 3: the mask (Eq. 6-7)
+
+def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
+    """The sort-threshold-Bernoulli mask of Eq. 6-7, for one layer.
+
+    scores (B, H, T, T) attribution; attention_mask (B, T) 1 real, 0 padding.
+    Returns the additive mask M (B, H, T, T): 0 keeps a position, -inf drops it.
+
+    Per row (example, head, query): sort the n real scores ascending into b^ (n is the
+    row's real length: padding keys are never candidates); the candidate region is
+    every position scoring at or above b^[int(n (1 - p))]; each candidate is dropped
+    with probability q (kept where u ~ Bernoulli(1 - q) is 1).
+    low=True is the mirror strategy of Section 2.2: candidates are the LOWEST scores.
+
+    Deliberate edge cases:
+    - p = 0: the index is n, past the end: no candidates. p = 1: index 0: all candidates.
+    - int(n (1 - p)) is taken after a 1e-6 nudge, since e.g. 10 * (1 - 0.9) is
+      0.99999... in floating point and int() would give 0 instead of 1.
+    - ties at the threshold are all candidates ("at or above"), as in the authors' code.
+    - q = 0 drops nothing; q = 1 drops every candidate.
+    - a row whose every real key would be dropped would be NaN after softmax (-inf
+      everywhere). Such a row keeps all its keys instead: AD-DROP cannot ask a query to
+      attend to nothing. (The authors' -10000 makes it uniform over padding too.)
+    - the first selection uses topk (a partial sort) rather than a full sort: the
+      count-th largest score is the same value as b^[n - count].
+    """
+    B, H, T, _ = scores.size()
+    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
+    n = attention_mask.sum(-1)  # (B,) real lengths
+    if low:
+        scores = -scores
+    idx = torch.floor(n * (1 - p) + 1e-6).long().clamp(0, None)  # int(n (1 - p)), (B,)
+    count = n - idx  # how many positions lie at or above b^[idx] when there are no ties
+    M = torch.zeros(B, H, T, T, dtype=scores.dtype, device=scores.device)
+    kmax = int(count.max())
+    if kmax == 0 or q == 0:
+        return M
+    s = scores.masked_fill(~real, float("-inf"))  # padding sorts below every real key
+    top = s.topk(kmax, dim=-1).values  # (B, H, T, kmax), descending
+    thr = top.gather(-1, (count - 1).clamp(min=0).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
+    candidate = (s >= thr) & real & (count > 0).view(B, 1, 1, 1)  # Eq. 6
+    u = torch.rand(B, H, T, T, generator=generator, device=scores.device) >= q  # Bernoulli(1 - q)
+    drop = candidate & ~u  # Eq. 7: dropped where s = 1 and u = 0
+    drop &= ~(drop | ~real).all(-1, keepdim=True)  # never drop every real key of a row
+    return M.masked_fill(drop, float("-inf"))
+
+
+def dropped_fraction(masks, attention_mask):
+    """The fraction of (real query, real key) positions dropped over the masked layers,
+    as a 0-dim tensor (no device sync: the caller decides when to read it)."""
+    pairs = (attention_mask[:, :, None] * attention_mask[:, None, :]).bool()[:, None]  # (B, 1, T, T)
+    Ms = [M for M in masks if M is not None]
+    if not Ms:
+        return torch.zeros((), device=attention_mask.device)
+    dropped = sum(((M == float("-inf")) & pairs).sum() for M in Ms)
+    return dropped / (pairs.sum() * Ms[0].size(1) * len(Ms))
+
+# -----------------------------------------------------------------------------
+# steps 1-3 together
+
+def parse_layers(spec, L):
+    """'first' -> [0]; 'all' -> 0..L-1; '0,3,5' -> [0, 3, 5]. Raises naming a bad index."""
+    if spec == "first":
+        return [0]
+    if spec == "all":
+        return list(range(L))
+    try:
+        layers = sorted({int(s) for s in str(spec).split(",")})
+    except ValueError:
+        raise ValueError(f"--layers {spec!r}: expected 'first', 'all' or comma-separated indices") from None
+    bad = [l for l in layers if not 0 <= l < L]
+    if bad:
+        raise ValueError(f"--layers {spec!r}: index {bad[0]} out of range for a model with {L} layers (0..{L - 1})")
+    return layers
+
+
+def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False):
+    """Steps 1-3 for one batch: a list of L masks for the second forward (None where a
+    layer is not selected)."""
+    labels = batch["labels"] if gold else None
+    scores = attribute(model, batch, layers, method, labels, regression, m)
+    masks = [None] * model.cfg.num_hidden_layers
+    for l in layers:
+        masks[l] = drop_mask(scores[l], batch["attention_mask"], p, q, low=low)
+    return masks

