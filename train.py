@@ -59,6 +59,7 @@ def parse_args(argv=None):
     ap.add_argument("--limit", type=int, default=None, help="use only the first N training examples")
     ap.add_argument("--shots", type=int, default=None, help="few-shot: K training examples per class")
     ap.add_argument("--log-interval", type=int, default=20, help="steps between log lines")
+    ap.add_argument("--no-checkpoint", action="store_true", help="keep only metrics.json (sweeps)")
     # AD-DROP
     ap.add_argument("--p", type=float, default=0.0, help="candidate region size, Eq. 6 (0: plain fine-tuning)")
     ap.add_argument("--q", type=float, default=0.0, help="drop rate inside the candidate region, Eq. 7")
@@ -216,6 +217,7 @@ def run(args):
         improved = metrics["metric"] > best
         if improved:
             best, best_epoch = metrics["metric"], epoch
+        if improved and not args.no_checkpoint:
             modeling.save_pretrained(net, out, {"task": args.task})
             shutil.copyfile(weights / "tokenizer.json", out / "tokenizer.json.tmp")
             os.replace(out / "tokenizer.json.tmp", out / "tokenizer.json")
@@ -224,10 +226,12 @@ def run(args):
               f"dropped {rec['dropped']:.1%} | {rec['seconds']:.1f} s")
         result = {"args": vars(args), "lr": lr, "batch_size": batch_size, "max_len": max_len,
                   "layers": layers, "best_metric": best, "best_epoch": best_epoch,
-                  "history": history, "seconds": time.time() - t_start}
+                  "history": history, "seconds": time.time() - t_start, "finished": False}
         write_json(out / "metrics.json", result)
         if step >= total_steps or epoch - best_epoch >= args.patience:
             break
+    result["finished"] = True  # a sweep skips runs marked finished and redoes the rest
+    write_json(out / "metrics.json", result)
     print(f"best dev {task.metrics[0]} {best:.4f} at epoch {best_epoch}; checkpoint in {out}/")
     return result
 
