@@ -149,8 +149,8 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
 
     Deliberate edge cases:
     - p = 0: the index is n, past the end: no candidates. p = 1: index 0: all candidates.
-    - int(n (1 - p)) is taken after a 1e-6 nudge, since e.g. 10 * (1 - 0.9) is
-      0.99999... in floating point and int() would give 0 instead of 1.
+    - int(n (1 - p)) is computed in integers (p to 6 decimals): in floating point
+      10 * (1 - 0.9) is 0.99999..., and int() would give 0 instead of 1.
     - ties at the threshold are all candidates ("at or above"), as in the authors' code.
     - q = 0 drops nothing; q = 1 drops every candidate.
     - a row whose every real key would be dropped would be NaN after softmax (-inf
@@ -164,7 +164,7 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     n = attention_mask.sum(-1)  # (B,) real lengths
     if low:
         scores = -scores
-    idx = torch.floor(n * (1 - p) + 1e-6).long().clamp(0, None)  # int(n (1 - p)), (B,)
+    idx = n * round((1 - p) * 10**6) // 10**6  # int(n (1 - p)) in exact integers, (B,)
     count = n - idx  # how many positions lie at or above b^[idx] when there are no ties
     M = torch.zeros(B, H, T, T, dtype=scores.dtype, device=scores.device)
     kmax = int(count.max())

@@ -1,0 +1,374 @@
+"""
+Tests for addrop.py, written as a sequence of lessons: read them top to bottom to learn AD-DROP.
+
+    1-5    attribution: what B_l = dF/dA_l is, and how it is computed (Eq. 2, 3, 5)
+    6-9    the mask: sort, threshold, Bernoulli (Eq. 6-7), and what it does to attention (Eq. 1)
+    10-14  the rest: cross-tuning, pseudo vs gold labels, regression, the ablations, --layers
+
+Everything runs in float64 on a tiny random model, micrograd-style, and is checked against
+autograd, finite differences or a literal re-implementation of the paper's recipe.
+
+    python -m pytest -q test_addrop.py                  # all lessons (a few seconds on a CPU)
+    python -m pytest -q test_addrop.py -k completeness  # one lesson
+"""
+
+import math
+
+import pytest
+import torch
+
+import addrop
+import model
+
+CFG = dict(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+           intermediate_size=24, max_position_embeddings=32)
+L = CFG["num_hidden_layers"]
+ALL = list(range(L))
+LENGTHS = (7, 5, 3, 6)  # a padded batch of four sentences, T = 7
+INF = float("inf")
+
+
+def tiny_model(num_labels=3, seed=0):
+    """A tiny random Model in float64 and eval mode. Parameters are pushed well away from BERT's
+    small init, so that attention is peaked and F is visibly curved in A (else every lesson about
+    integrated gradients would hold trivially for a nearly linear F)."""
+    torch.manual_seed(seed)
+    net = model.Model(model.Config(**CFG), num_labels).double()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return net.eval()
+
+
+def padded_batch(lengths=LENGTHS, regression=False, seed=0):
+    """Random token ids right-padded with 0, as train.py's batches: a dict of (B, T) tensors."""
+    g = torch.Generator().manual_seed(seed)
+    B, T = len(lengths), max(lengths)
+    mask = (torch.arange(T) < torch.tensor(lengths)[:, None]).long()  # (B, T) 1 real, 0 padding
+    ids = torch.randint(1, CFG["vocab_size"], (B, T), generator=g) * mask
+    labels = torch.randn(B, generator=g, dtype=torch.float64) if regression else torch.randint(0, 3, (B,), generator=g)
+    return dict(input_ids=ids, attention_mask=mask, token_type_ids=torch.zeros_like(ids), labels=labels)
+
+
+def run(net, batch, **kw):
+    return net(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], **kw)
+
+
+def forward_scaled(net, batch, l, scale):
+    """The model's forward written out, with layer l's attention multiplied by `scale`
+    (Layer.forward's hook for integrated gradients). Returns the logits and layer l's A * scale."""
+    enc = net.encoder
+    x, pad = enc.embed(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    for i, layer in enumerate(enc.layers):
+        x, A = layer(x, pad, scale=scale if i == l else None)
+        if i == l:
+            A_l = A
+    return net.head(x), A_l
+
+
+def pseudo_labels(net, batch):
+    with torch.no_grad():
+        return run(net, batch)[0].argmax(-1)  # Eq. 4
+
+# -----------------------------------------------------------------------------
+# 1-5. attribution
+
+def test_gradient_is_a_finite_difference():
+    """Lesson 1. B_l = dF_c~/dA_l (Eq. 5) is the change of the pseudo-label logit when ONE attention
+    probability moves, everything else held fixed. To move one entry we reuse Layer.forward's
+    `scale`, which multiplies A elementwise: scale = 1 + eps/A at (b, h, i, j) and 1 elsewhere turns
+    A into A + eps there (A > 0 on real keys). Central differences, eps = 1e-6: error ~1e-8 relative."""
+    net, batch = tiny_model(), padded_batch()
+    B_all = addrop.attribute(net, batch, ALL, "ga")
+    c = pseudo_labels(net, batch)
+    with torch.no_grad():
+        attns = run(net, batch)[1]
+        eps = 1e-6
+        # (layer, example, head, query, key); in the last layer only query 0 ([CLS]) reaches the head
+        for l, b, h, i, j in [(0, 0, 0, 0, 0), (0, 2, 1, 1, 2), (1, 1, 1, 2, 4), (1, 0, 1, 6, 3), (2, 3, 0, 0, 5)]:
+            F = []
+            for sign in (+1, -1):
+                scale = torch.ones_like(attns[l])
+                scale[b, h, i, j] = 1 + sign * eps / attns[l][b, h, i, j]
+                F.append(forward_scaled(net, batch, l, scale)[0][b, c[b]])  # example b's own logit
+            fd, g = (F[0] - F[1]) / (2 * eps), B_all[l][b, h, i, j]
+            assert abs(g) > 1e-3  # an entry that matters, so the comparison means something
+            assert abs(fd - g) < 1e-7 * abs(g)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_one_backward_equals_one_per_layer(training):
+    """Lesson 2. All layers' B_l come from ONE backward: autograd.grad of the scalar F with respect to
+    the list [A_l] is, entry by entry, what separate grad calls per layer give (the authors' loop).
+    Attribution differentiates with respect to A only, so no parameter .grad is filled, and it runs
+    in eval mode (no dropout noise) but hands the model back in the mode it came in."""
+    net, batch = tiny_model(), padded_batch()
+    logits, attns = run(net, batch)  # eval mode, as attribution runs
+    F = logits.gather(1, logits.argmax(-1)[:, None]).sum()
+    loop = [torch.autograd.grad(F, attns[l], retain_graph=True)[0] for l in ALL]
+    net.train(training)
+    B_all = addrop.attribute(net, batch, ALL, "ga")
+    for l in ALL:
+        assert (B_all[l] - loop[l]).abs().max() < 1e-12
+    for method in ("ga", "iga", "aa"):
+        addrop.attribute(net, batch, [0, 2], method, m=3)
+        assert all(mod.training == training for mod in net.modules())
+        assert all(p.grad is None for p in net.parameters())
+
+
+def test_integrated_gradients_completeness():
+    """Lesson 3. Integrated gradients (Eq. 3) is a right Riemann sum of the path integral
+    F(A) - F(0) = int_0^1 A . dF(aA)/dA da, so for each example the sum of B_l over heads and
+    positions tends to F(A) - F(0) (one layer scaled, the others as they are). The sum's error
+    is about |g(1) - g(0)| / 2m: it shrinks roughly 4x each time m grows 4x."""
+    net, batch = tiny_model(), padded_batch()
+    l, c = 1, pseudo_labels(net, batch)
+    with torch.no_grad():
+        F1, F0 = (forward_scaled(net, batch, l, s)[0].gather(1, c[:, None]).squeeze(1) for s in (1.0, 0.0))
+    errors = []
+    for m in (1, 4, 16, 64):
+        B_l = addrop.attribute(net, batch, [l], "iga", m=m)[l]
+        errors.append((B_l.sum((1, 2, 3)) - (F1 - F0)).abs().max().item())
+    assert all(later < earlier / 2 for earlier, later in zip(errors, errors[1:])), errors
+    assert errors[-1] < 0.02 * (F1 - F0).abs().max(), errors  # ~1/64 of the path's size
+
+
+def test_one_step_integrated_gradient_is_attention_times_gradient():
+    """Lesson 4. With m = 1 the Riemann sum has the single point a = 1, so Eq. 3 collapses to
+    A_l * dF/dA_l at A_l itself: integrated gradients with one step is gradient x input."""
+    net, batch = tiny_model(), padded_batch()
+    attns = run(net, batch)[1]
+    ga = addrop.attribute(net, batch, ALL, "ga")
+    iga = addrop.attribute(net, batch, ALL, "iga", m=1)
+    for l in ALL:
+        assert (iga[l] - attns[l].detach() * ga[l]).abs().max() < 1e-12
+
+
+def plain_integrated_gradients(net, batch, l, m):
+    """Eq. 3 as the authors run it: m full forwards from the embeddings, layer l's attention
+    scaled by k/m, one autograd call each."""
+    c = pseudo_labels(net, batch)
+    total = 0
+    for k in range(1, m + 1):
+        logits, A_scaled = forward_scaled(net, batch, l, k / m)
+        total = total + torch.autograd.grad(logits.gather(1, c[:, None]).sum(), A_scaled)[0]
+    return run(net, batch)[1][l].detach() * total / m
+
+
+def test_batched_integrated_gradients_equal_the_plain_loop():
+    """Lesson 5. addrop computes Eq. 3 faster without changing a number: the layers below l do not
+    depend on the scale, so their output is computed once, and the m steps run as one batch of
+    m*B copies (a large ig_budget), or one step per chunk (ig_budget = 1)."""
+    net, batch = tiny_model(), padded_batch()
+    plain = [plain_integrated_gradients(net, batch, l, m=8) for l in ALL]
+    for ig_budget in (2**30, 1):
+        fast = addrop.attribute(net, batch, ALL, "iga", m=8, ig_budget=ig_budget)
+        for l in ALL:
+            assert (fast[l] - plain[l]).abs().max() < 1e-10
+
+# -----------------------------------------------------------------------------
+# 6-9. the mask
+
+def mask_of_row(row, attention_mask, p, q, low=False):
+    """drop_mask on a batch of one example whose T query rows all carry the same score row."""
+    T = len(row)
+    scores = torch.tensor(row, dtype=torch.float64).expand(1, 1, T, T)  # (B=1, H=1, T, T)
+    return addrop.drop_mask(scores, torch.tensor([attention_mask]), p, q, low=low)[0, 0]  # (T, T)
+
+
+def dropped_keys(M):
+    """The set of dropped key positions, the same in every row here."""
+    rows = {tuple(torch.nonzero(r == -INF).flatten().tolist()) for r in M}
+    assert len(rows) == 1
+    return set(rows.pop())
+
+
+def test_mask_by_hand():
+    """Lesson 6. Eq. 6-7 on one row, worked by hand: the candidates are the real keys scoring at or
+    above b^[int(n(1-p))], the row's real scores sorted ascending. q = 1 drops exactly them, q = 0
+    nothing. Padding is never a candidate, whatever its score."""
+    # keys 4 and 5 are padding (9.0 would be the top score): n = 4, b^ = [0.1, 0.3, 0.5, 0.9]
+    #   p     int(n(1-p))   threshold b^[idx]   candidates (keys)
+    #   0     4             past the end        none
+    #   0.25  3             0.9                 {1}
+    #   0.5   2             0.5                 {1, 3}
+    #   0.75  1             0.3                 {0, 1, 3}
+    #   1.0   0             0.1                 {0, 1, 2, 3}: every real key. Dropping them all would leave
+    #                                           the query nothing to attend to (a row of -inf is NaN after
+    #                                           softmax), so addrop keeps such a row whole: nothing dropped
+    row, real = [0.3, 0.9, 0.1, 0.5, 9.0, -9.0], [1, 1, 1, 1, 0, 0]
+    for p, candidates in [(0, set()), (0.25, {1}), (0.5, {1, 3}), (0.75, {0, 1, 3}), (1.0, set())]:
+        assert dropped_keys(mask_of_row(row, real, p, q=1)) == candidates
+        assert dropped_keys(mask_of_row(row, real, p, q=0)) == set()
+    # the mirror strategy of Section 2.2 (low=True) takes the LOWEST scores; padding (-9.0) still never
+    assert dropped_keys(mask_of_row(row, real, 0.5, q=1, low=True)) == {0, 2}
+    # the float trap: 10 * (1 - 0.9) = 0.9999999999999998, whose int() is 0, which would make all ten
+    # keys candidates; the intended index is 1: every key but the lowest (key 3) is dropped
+    assert dropped_keys(mask_of_row([5, 2, 7, 0, 9, 4, 8, 1, 6, 3], [1] * 10, 0.9, q=1)) == set(range(10)) - {3}
+    # ties at the threshold are all candidates ("at or above" b^[idx]): n = 6, p = 0.5, b^[3] = 2
+    assert dropped_keys(mask_of_row([1, 2, 2, 2, 3, 0], [1] * 6, 0.5, q=1)) == {1, 2, 3, 4}
+
+
+def test_threshold_index_is_exact_on_long_rows():
+    """Lesson 6b. int(n(1-p)) must be exact for every real length, not only short ones: with
+    n = 75 and p = 0.16, n(1-p) = 63, so exactly 75 - 63 = 12 distinct keys are candidates."""
+    M = mask_of_row([float(j) for j in range(75)], [1] * 75, 0.16, q=1)
+    assert dropped_keys(M) == set(range(63, 75))
+
+
+def paper_mask(scores, attention_mask, p, q):
+    """Eq. 6-7 taken literally, one row at a time: sort the row's real scores ascending (padding
+    pushed to the end), threshold at b^[int(n(1-p))], drop a candidate where u ~ Bernoulli(1-q) is 0.
+    Same two decisions as addrop: the int() is nudged by 1e-6 past float error, and a row that
+    would lose every real key keeps them all. u is drawn as drop_mask draws it: one rand(B, H, T, T)."""
+    B, H, T, _ = scores.size()
+    u = torch.rand(B, H, T, T) >= q  # True: kept by the Bernoulli(1 - q) draw
+    M = torch.zeros(B, H, T, T, dtype=scores.dtype)
+    for b in range(B):
+        real = attention_mask[b].bool()
+        n = int(real.sum())
+        idx = int(n * (1 - p) + 1e-6)
+        for h in range(H):
+            for i in range(T):
+                b_hat = torch.sort(scores[b, h, i].masked_fill(~real, INF)).values  # ascending
+                # Eq. 6 sets s = 1 BELOW b^[idx]; Eq. 7 drops where s + u = 0: at or above it, and u = 0
+                above = (scores[b, h, i] >= b_hat[idx]) & real if idx < n else torch.zeros(T, dtype=torch.bool)
+                drop = above & ~u[b, h, i]
+                if drop[real].all():
+                    drop[:] = False
+                M[b, h, i][drop] = -INF
+    return M
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("q", [0, 0.5, 1])
+@pytest.mark.parametrize("p", [0, 0.1, 0.3, 0.5, 0.7, 0.9, 1])
+def test_fast_selection_equals_the_paper_recipe(p, q, ties):
+    """Lesson 7. drop_mask finds the threshold with a partial sort (topk over the batch's largest
+    count) and never loops over rows; it must give the literal recipe's mask exactly, with the same
+    random draws. Scores are continuous, or integers 0..3 so that ties at the threshold are common."""
+    torch.manual_seed(0)
+    scores = torch.randint(0, 4, (4, 3, 9, 9)).double() if ties else torch.randn(4, 3, 9, 9, dtype=torch.float64)
+    attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
+    torch.manual_seed(1)
+    fast = addrop.drop_mask(scores, attention_mask, p, q)
+    torch.manual_seed(1)
+    assert torch.equal(fast, paper_mask(scores, attention_mask, p, q))
+
+
+@pytest.mark.parametrize("p, q", [(0.3, 0.5), (0.6, 0.8), (0.9, 0.3)])
+def test_dropped_fraction_matches_expectation(p, q):
+    """Lesson 8. With continuous scores (no ties) a row of n real keys has exactly n - int(n(1-p))
+    candidates, each dropped independently with probability q. So over all real (query, key) pairs
+    the dropped count is Binomial(N, q), N the number of candidate pairs, and the fraction is
+    q * N / (pairs) ~ p * q. Lengths >= 10 keep int(n(1-p)) >= 1, so the guard never fires."""
+    torch.manual_seed(0)
+    B, H, T = 64, 4, 20
+    n = torch.randint(10, T + 1, (B,))
+    attention_mask = (torch.arange(T) < n[:, None]).long()
+    M = addrop.drop_mask(torch.randn(B, H, T, T, dtype=torch.float64), attention_mask, p, q)
+    pairs = (attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool()  # (B, 1, T, T)
+    dropped = ((M == -INF) & pairs).sum().item()
+    N = sum(H * k * (k - int(k * (1 - p) + 1e-6)) for k in n.tolist())  # candidate pairs
+    assert abs(dropped - q * N) < 5 * math.sqrt(N * q * (1 - q))
+    # dropped_fraction divides two integer counts into a float32: equal to float32 precision
+    assert abs(addrop.dropped_fraction([M], attention_mask).item() - dropped / (H * pairs.sum().item())) < 1e-6
+
+
+@pytest.mark.parametrize("p, q", [(0.5, 0.5), (1.0, 1.0)])
+def test_masked_forward_stays_a_distribution(p, q):
+    """Lesson 9. The second forward adds M_l inside the softmax (Eq. 1): exp(-inf) = 0, so a dropped
+    key gets exactly zero attention and the rest renormalise to one. At p = q = 1 every real key is
+    dropped, which would make every row NaN; the guard keeps those rows whole, so the masked
+    forward is then the plain forward."""
+    net, batch = tiny_model(), padded_batch()
+    torch.manual_seed(0)
+    masks = addrop.addrop_masks(net, batch, ALL, p, q)
+    with torch.no_grad():
+        logits, attns = run(net, batch, masks=masks)
+        plain = run(net, batch)[0]
+    assert torch.isfinite(logits).all()
+    for M, A in zip(masks, attns):
+        assert not A.isnan().any()
+        assert torch.all(A[M == -INF] == 0)
+        assert (A.sum(-1) - 1).abs().max() < 1e-12
+    if p == 1 and q == 1:
+        assert not any((M == -INF).any() for M in masks)
+        assert (logits - plain).abs().max() < 1e-12
+    else:
+        assert addrop.dropped_fraction(masks, batch["attention_mask"]) > 0.1
+
+# -----------------------------------------------------------------------------
+# 10-14. cross-tuning, labels, regression, ablations, --layers
+
+def test_cross_tuning_schedule():
+    """Lesson 10. Algorithm 1: odd epochs fine-tune plainly, even epochs run AD-DROP. Without
+    cross-tuning (Table 2's ablation) every epoch runs AD-DROP."""
+    assert [addrop.is_addrop_epoch(e) for e in range(1, 7)] == [False, True] * 3
+    assert all(addrop.is_addrop_epoch(e, cross_tuning=False) for e in range(1, 7))
+
+
+@pytest.mark.parametrize("method", ["ga", "iga"])
+def test_gold_labels_differ_only_where_the_model_is_wrong(method):
+    """Lesson 11. The paper attributes the pseudo label (the prediction, Eq. 4), not the gold one.
+    Examples do not interact, so each example's B depends on its own label only: gold and pseudo
+    attributions are identical where the model is right and differ where it is wrong."""
+    net, batch = tiny_model(), padded_batch()
+    pred = pseudo_labels(net, batch)
+    wrong = torch.tensor([False, True, False, True])
+    gold = torch.where(wrong, (pred + 1) % 3, pred)
+    pseudo = addrop.attribute(net, batch, ALL, method, m=4)
+    golden = addrop.attribute(net, batch, ALL, method, labels=gold, m=4)
+    for l in ALL:
+        diff = (pseudo[l] - golden[l]).abs().flatten(1).amax(1)  # per example, (B,)
+        assert torch.all(diff[~wrong] < 1e-12)
+        assert torch.all(diff[wrong] > 1e-4)
+
+
+def test_regression_attributes_the_negative_loss():
+    """Lesson 12. A regression head (STS-B, one output) has no class to pick, so the attribution is
+    -dL/dA with the gold score (Appendix A), L = 1/2 sum (y_hat - y)^2: positions whose attention
+    lowers the loss score high."""
+    net, batch = tiny_model(num_labels=1), padded_batch(regression=True)
+    logits, attns = run(net, batch)
+    loss = 0.5 * ((logits.squeeze(-1) - batch["labels"]) ** 2).sum()
+    dA = torch.autograd.grad(loss, attns)
+    B_all = addrop.attribute(net, batch, ALL, "ga", regression=True)
+    for l in ALL:
+        assert (B_all[l] + dA[l]).abs().max() < 1e-12
+
+
+def test_attention_and_random_ablations():
+    """Lesson 13. Table 2's ablations. AA scores each position by its attention probability itself;
+    RD by a uniform random number in [0, 1). With RD the candidates are a random p-fraction of each
+    row, so drop_mask drops about p * q of the real positions: exactly p * q in expectation when
+    n(1-p) is a whole number, as for the even lengths here (binomial, 5 sigma)."""
+    net, batch = tiny_model(), padded_batch()
+    attns = run(net, batch)[1]
+    aa = addrop.attribute(net, batch, ALL, "aa")
+    assert all(torch.equal(aa[l], attns[l].detach()) for l in ALL)
+
+    p, q, H = 0.5, 0.6, CFG["num_attention_heads"]
+    torch.manual_seed(0)
+    lengths = [2 * int(k) for k in torch.randint(2, 9, (64,))]  # even: n(1-p) is whole
+    big = padded_batch(lengths)
+    rd = addrop.attribute(net, big, [0], "rd")[0]
+    T = max(lengths)
+    assert rd.shape == (64, H, T, T) and rd.min() >= 0 and rd.max() < 1
+    M = addrop.drop_mask(rd, big["attention_mask"], p, q)
+    pairs = H * sum(k * k for k in big["attention_mask"].sum(-1).tolist())  # real (query, key) pairs
+    N = p * pairs  # candidate pairs: n p per row of n real keys
+    dropped = addrop.dropped_fraction([M], big["attention_mask"]).item() * pairs
+    assert abs(dropped - q * N) < 5 * math.sqrt(N * q * (1 - q))
+
+
+def test_parse_layers():
+    """Lesson 14. --layers picks where AD-DROP masks: 'first' (the paper's choice on the large
+    tasks), 'all' (the small ones), or explicit indices; a bad spec is refused by name."""
+    assert addrop.parse_layers("first", 12) == [0]
+    assert addrop.parse_layers("all", 3) == [0, 1, 2]
+    assert addrop.parse_layers("0,2", 3) == [0, 2]
+    with pytest.raises(ValueError, match="index 3 out of range .* 3 layers"):
+        addrop.parse_layers("0,3", 3)
+    with pytest.raises(ValueError, match="'last'.*expected 'first', 'all' or comma-separated"):
+        addrop.parse_layers("last", 3)
