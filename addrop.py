@@ -60,17 +60,12 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
     """Attribution scores B_l (B, H, T, T) for each layer index in `layers`.
 
     method: "ga" gradient (Eq. 5), "iga" integrated gradient with m steps (Eq. 3),
-            "aa" the attention weights themselves, "rd" random scores (Table 2).
+            "aa" the attention weights themselves (Table 2). (RD needs no scores: random_mask.)
     labels: None for pseudo labels (the paper), or the gold labels (Table 2's ablation).
             Regression always uses the gold score, through the loss.
     No parameter gradient is computed or left behind: autograd.grad differentiates
     with respect to the attention maps only, and .grad fields are never touched.
     """
-    ids = batch["input_ids"]
-    if method == "rd":  # random scores: the candidate region is a random p-fraction of each row
-        B, T = ids.size()
-        H = model.cfg.num_attention_heads
-        return {l: torch.rand(B, H, T, T, device=ids.device) for l in layers}
     if regression:
         labels = batch["labels"]
     was_training = model.training
@@ -88,7 +83,7 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
             return dict(zip(layers, grads))
         if method == "iga":
             return _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget)
-        raise ValueError(f"unknown attribution {method!r}; choose one of {ATTRIBUTIONS}")
+        raise ValueError(f"unknown attribution {method!r}; choose one of ga, iga, aa")
     finally:
         model.train(was_training)  # the authors' code leaves eval mode on after IG: not here
 
@@ -156,8 +151,6 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     - a row whose every real key would be dropped would be NaN after softmax (-inf
       everywhere). Such a row keeps all its keys instead: AD-DROP cannot ask a query to
       attend to nothing. (The authors' -10000 makes it uniform over padding too.)
-    - the first selection uses topk (a partial sort) rather than a full sort: the
-      count-th largest score is the same value as b^[n - count].
     """
     B, H, T, _ = scores.size()
     real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
@@ -165,30 +158,52 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     if low:
         scores = -scores
     idx = n * round((1 - p) * 10**6) // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    count = n - idx  # how many positions lie at or above b^[idx] when there are no ties
+    count = n - idx  # positions at or above b^[idx] when there are no ties: b^[idx] is the count-th largest
     M = torch.zeros(B, H, T, T, dtype=scores.dtype, device=scores.device)
-    kmax = int(count.max())
-    if kmax == 0 or q == 0:
+    k = int(count.max())
+    if k == 0 or q == 0:
         return M
-    s = scores.masked_fill(~real, float("-inf"))  # padding sorts below every real key
-    top = s.topk(kmax, dim=-1).values  # (B, H, T, kmax), descending
-    thr = top.gather(-1, (count - 1).clamp(min=0).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    candidate = (s >= thr) & real & (count > 0).view(B, 1, 1, 1)  # Eq. 6
+    # b^[idx] with one selection (kthvalue) for all rows instead of a full sort of each. The
+    # order statistic must be the same k-th largest in every row, but each example wants its
+    # own count-th largest real score. So padding sorts below every real key, except the
+    # first k - count padding keys of each example, which sort above: then the k-th largest
+    # of a row is its count-th largest real score. (There are always enough padding keys,
+    # since count grows by at most one per real key.)
+    lift = ~real & ((~real).cumsum(-1) <= (k - count).view(B, 1, 1, 1))  # (B, 1, 1, T)
+    bias = torch.zeros(B, 1, 1, T, dtype=scores.dtype, device=scores.device)
+    bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
+    thr = (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # b^[idx], (B, H, T, 1)
+    candidate = (scores >= thr) & real  # Eq. 6 (thr is +inf where count = 0: no candidates)
     u = torch.rand(B, H, T, T, generator=generator, device=scores.device) >= q  # Bernoulli(1 - q)
     drop = candidate & ~u  # Eq. 7: dropped where s = 1 and u = 0
-    drop &= ~(drop | ~real).all(-1, keepdim=True)  # never drop every real key of a row
-    return M.masked_fill(drop, float("-inf"))
+    drop &= drop.sum(-1, keepdim=True) < n.view(B, 1, 1, 1)  # never drop every real key of a row
+    return M.masked_fill_(drop, float("-inf"))
+
+
+def random_mask(attention_mask, H, p, q, generator=None):
+    """RD, Table 2's random baseline: the candidate region is a random p-fraction of each row
+    and each candidate is dropped with probability q, so every real key is dropped
+    independently with probability p * q (as the authors' code does). Needs no first pass
+    and no selection. Same shape, values and NaN guard as drop_mask."""
+    B, T = attention_mask.size()
+    drop = torch.rand(B, H, T, T, generator=generator, device=attention_mask.device) < p * q
+    drop &= attention_mask.bool()[:, None, None, :]  # (B, H, T, T) real keys only
+    drop &= drop.sum(-1, keepdim=True) < attention_mask.sum(-1).view(B, 1, 1, 1)
+    M = torch.zeros(B, H, T, T, device=attention_mask.device)
+    return M.masked_fill_(drop, float("-inf"))
 
 
 def dropped_fraction(masks, attention_mask):
     """The fraction of (real query, real key) positions dropped over the masked layers,
     as a 0-dim tensor (no device sync: the caller decides when to read it)."""
-    pairs = (attention_mask[:, :, None] * attention_mask[:, None, :]).bool()[:, None]  # (B, 1, T, T)
     Ms = [M for M in masks if M is not None]
     if not Ms:
         return torch.zeros((), device=attention_mask.device)
-    dropped = sum(((M == float("-inf")) & pairs).sum() for M in Ms)
-    return dropped / (pairs.sum() * Ms[0].size(1) * len(Ms))
+    # masks drop real keys only: count the -inf of each (example, query) over heads and
+    # keys, then keep the real queries
+    dropped = sum((torch.isneginf(M).sum((1, 3)) * attention_mask).sum() for M in Ms)
+    n = attention_mask.sum(-1)
+    return dropped / ((n * n).sum() * Ms[0].size(1) * len(Ms))
 
 # -----------------------------------------------------------------------------
 # steps 1-3 together
@@ -212,9 +227,13 @@ def parse_layers(spec, L):
 def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False):
     """Steps 1-3 for one batch: a list of L masks for the second forward (None where a
     layer is not selected)."""
+    masks = [None] * model.cfg.num_hidden_layers
+    if method == "rd":
+        for l in layers:
+            masks[l] = random_mask(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
+        return masks
     labels = batch["labels"] if gold else None
     scores = attribute(model, batch, layers, method, labels, regression, m)
-    masks = [None] * model.cfg.num_hidden_layers
     for l in layers:
         masks[l] = drop_mask(scores[l], batch["attention_mask"], p, q, low=low)
     return masks
