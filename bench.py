@@ -1,0 +1,310 @@
+"""
+What AD-DROP costs: one training step of each attribution, as a ratio to a plain fine-tuning step,
+beside the paper's Table 7 (BERT-base) and the floor each method cannot beat.
+
+    python bench.py                        # the installed all-MiniLM-L6-v2, batch 16 x 128
+    python bench.py --config base --skip-iga   # a random BERT-base-sized model (12 layers, 768)
+
+A step is what train.py does per batch: masks = addrop.addrop_masks(...) (not for plain fine-tuning),
+the masked forward, cross-entropy, backward, AdamW step, zero_grad; p = 0.7, q = 0.1 (the RTE setting).
+One fixed random batch lives on the device before any clock starts (perf_counter, with a CUDA
+synchronize). After warm-up, the methods run in rounds, each method between two plain steps:
+plain, ga-first, plain, ga-all, plain, ... A method's ratio in a round is its time over the mean of
+those two plain steps, so that a shared machine speeding up or slowing down (other jobs) cancels out;
+the table gives each method's median ratio over the rounds, and its median ms.
+
+The floor, with F one forward: a plain step is about 3F (the forward, then a backward that computes
+gradients for activations and weights). A GA step adds the attribution forward (F) and a backward to
+the attention maps only, with no parameter gradients (about F): 5F / 3F = 1.67, for the first layer
+or all of them alike (the backward reaches layer 0 either way). AA adds a no-grad forward (4/3), RD
+nothing (1). IGA adds the unscaled pass and m scaled passes from layer l up, each forward and back:
+(4 + 2m) / 3 for the first layer, (4 + m (L + 1)) / 3 for all L layers. Building the masks (Eq. 6-7)
+counts as free. A plain step is not exactly 3F everywhere (AdamW, dropout and the embedding gradient
+add to it), so "floor here" counts the same extra forwards at the F measured on this machine.
+Cross-tuning halves the extra over a run: (1 + r) / 2, e.g. 1.33 for GA.
+
+--json PATH writes every figure as JSON as well; the tables are printed either way.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import addrop
+import data
+import model as modeling
+
+P, Q, M_IG = 0.7, 0.1, 20  # the RTE setting; m, the steps of integrated gradients (Eq. 3)
+# name -> (attribution, layers, paper's ratio in Table 7 (BERT-base; the first-layer figures are STS-B's))
+METHODS = {"plain": (None, None, "1"), "ga-first": ("ga", "first", "1.95 (STS-B)"), "ga-all": ("ga", "all", "3.58-4.50"),
+           "aa-all": ("aa", "all", "1.42-1.94"), "rd-all": ("rd", "all", "1.31-1.42"),
+           "iga-first": ("iga", "first", "15.00 (STS-B)"), "iga-all": ("iga", "all", "99.6-125.7")}
+TARGETS = {"plain": 1.0, "ga-first": 1.8, "ga-all": 1.8, "aa-all": 1.4, "rd-all": 1.1, "iga-first": 16.0}
+
+
+def extra_and_target(name, L):
+    """The forwards F an AD-DROP step adds to a plain step at best (see the docstring), and our target ratio;
+    IGA-all's target is 55 on 6 layers, scaled with its floor on other depths."""
+    extra = {"plain": 0, "ga-first": 2, "ga-all": 2, "aa-all": 1, "rd-all": 0,
+             "iga-first": 1 + 2 * M_IG, "iga-all": 1 + M_IG * (L + 1)}[name]
+    return extra, TARGETS.get(name) or 55 / 48 * (1 + extra / 3)
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default="minilm", choices=("minilm", "base"),
+                    help="minilm: the installed all-MiniLM-L6-v2 weights; base: a random BERT-base-sized model")
+    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
+    ap.add_argument("--batch-size", type=int, default=16, help="B, examples per step")
+    ap.add_argument("--seq-len", type=int, default=128, help="T, tokens per example (a quarter of the rows are padded)")
+    ap.add_argument("--steps", type=int, default=5, help="timed rounds; each method's figures are medians over these")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    ap.add_argument("--iga-steps", type=int, default=1,
+                    help="of those, how many (the last ones) include IGA, which takes 15-50x a step and skips warm-up")
+    ap.add_argument("--skip-iga", action="store_true", help="leave out both IGA rows")
+    ap.add_argument("--no-hf", action="store_true", help="leave out the Hugging Face comparison")
+    ap.add_argument("--data-dir", default=None,
+                    help="GLUE folder for the tokenising benchmark (default: $GLUE_DIR, data/glue, else ../shared/glue)")
+    ap.add_argument("--json", default=None, metavar="PATH", help="also write every figure to PATH as JSON")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); on a CPU "
+                    "shared with other jobs 1 can be faster and steadier: every parallel op waits for its slowest thread")
+    ap.add_argument("--seed", type=int, default=0, help="seeds the batch, the fresh weights and the masks")
+    args = ap.parse_args(argv)
+    for flag in ("batch_size", "seq_len", "steps", "iga_steps", "threads"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            ap.error(f"--{flag.replace('_', '-')} must be at least 1")
+    return args
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def mem_start(device):
+    """Reset the peak and return the bytes held now: torch's CUDA allocator, or on CPU the process's RSS,
+    its high-water mark reset through /proc (Linux; None elsewhere)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return torch.cuda.memory_allocated(device)
+    try:
+        Path("/proc/self/clear_refs").write_text("5")  # 5: reset VmHWM, the peak RSS
+        return _proc_status("VmRSS")
+    except OSError:
+        return None
+
+
+def mem_peak(device, start):
+    """Peak bytes above `start` since mem_start."""
+    if start is not None:
+        return (torch.cuda.max_memory_allocated(device) if device.type == "cuda" else _proc_status("VmHWM")) - start
+
+
+def _proc_status(key):
+    line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith(key + ":"))
+    return int(line.split()[1]) * 1024  # kB -> bytes
+
+
+def make_batch(cfg, B, T, device, seed):
+    """Random ids (not [PAD]), B // 4 rows padded to a random shorter length, random labels; on device."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(cfg.pad_token_id + 1, cfg.vocab_size, (B, T), generator=g)
+    lengths = torch.full((B,), T)
+    lengths[B - B // 4:] = torch.randint(T // 4, T, (B // 4,), generator=g)
+    attention_mask = (torch.arange(T)[None] < lengths[:, None]).long()  # (B, T)
+    ids = ids.masked_fill(attention_mask == 0, cfg.pad_token_id)
+    batch = {"input_ids": ids, "attention_mask": attention_mask, "token_type_ids": torch.zeros_like(ids),
+             "labels": torch.randint(0, 2, (B,), generator=g)}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def adamw(net):
+    """AdamW as train.py builds it: no weight decay on biases and LayerNorm."""
+    params = [p for p in net.parameters() if p.requires_grad]
+    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.01},
+                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=1e-5)
+
+
+def our_step(net, opt, b, attribution, layers):
+    """One step of train.py's loop (dropped_fraction included: train.py accumulates it every step)."""
+    masks = None
+    if attribution is not None:
+        masks = addrop.addrop_masks(net, b, layers, P, Q, attribution, m=M_IG)
+        addrop.dropped_fraction(masks, b["attention_mask"])
+    logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
+    F.cross_entropy(logits, b["labels"]).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+@torch.no_grad()
+def forward(net, b):
+    """F: one forward in eval mode without a graph, the unit of the floor."""
+    net.eval()
+    net(b["input_ids"], b["attention_mask"], b["token_type_ids"])
+    net.train()
+
+
+def hf_step(net, opt, b):
+    logits = net(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"]).logits
+    F.cross_entropy(logits, b["labels"]).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def hf_models(cfg, device):
+    """BertForSequenceClassification of our config, eager and sdpa attention; {} without transformers."""
+    try:
+        from transformers import BertConfig, BertForSequenceClassification
+    except ImportError:
+        return {}
+    kw = {k: v for k, v in asdict(cfg).items() if k != "model_type"}
+    out = {}
+    for impl in ("eager", "sdpa"):
+        net = BertForSequenceClassification(BertConfig(**kw, num_labels=2, attn_implementation=impl)).to(device).train()
+        out[f"hf-{impl}"] = (net, adamw(net))
+    return out
+
+
+def data_throughput(args, weights, max_len):
+    """examples/s of tokenising (load_tokenizer + encode) and of data.batches on RTE (else SST-2) train."""
+    here = Path(__file__).resolve().parent
+    dirs = [data.resolve_data_dir(args.data_dir)] + ([] if args.data_dir else [here.parent / "shared" / "glue"])
+    for d in dirs:
+        for task in ("rte", "sst2"):
+            try:
+                ex = data.load_split(task, "train", d)[:4000]
+            except data.DataError:
+                continue
+            t0 = time.perf_counter()
+            tok = data.load_tokenizer(weights, max_len)
+            enc = data.encode(tok, ex)
+            t1 = time.perf_counter()
+            for _ in data.batches(enc, [e.label for e in ex], args.batch_size, data.pad_token_id(tok), shuffle=True):
+                pass
+            t2 = time.perf_counter()
+            return {"task": task, "dir": str(d), "examples": len(ex),
+                    "tokenise_per_s": len(ex) / (t1 - t0), "batch_per_s": len(ex) / (t2 - t1)}
+    return None
+
+
+def main(args):
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.config == "minilm":
+        weights = modeling.default_weights_dir()
+        net = modeling.from_pretrained(weights, 2)
+    else:  # no weights needed to time a model; the MiniLM folder still lends its (BERT) tokenizer below
+        weights, net = None, modeling.Model(modeling.Config(), 2)
+    net = net.to(device).train()
+    cfg, L, (B, T) = net.cfg, net.cfg.num_hidden_layers, (args.batch_size, args.seq_len)
+    opt = adamw(net)
+    batch = make_batch(cfg, B, T, device, args.seed)
+    names = [n for n in METHODS if not (args.skip_iga and n.startswith("iga"))]
+    hf = {} if args.no_hf else hf_models(cfg, device)
+    steps = {}  # name -> a function that runs one training step
+    for n in names:
+        attribution, spec, _ = METHODS[n]
+        steps[n] = partial(our_step, net, opt, batch, attribution, spec and addrop.parse_layers(spec, L))
+    steps["forward"] = partial(forward, net, batch)  # F itself, to turn the floor's count of F into a ratio here
+    steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
+    print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
+          f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
+          f"p={P} q={Q} (RTE), IGA m={M_IG}")
+
+    times, mems, ratios = ({n: [] for n in steps} for _ in range(3))
+
+    def run(n, record=True):
+        """One step of method n; returns its seconds and keeps them and the step's peak memory."""
+        start = mem_start(device)
+        sync(device)
+        t0 = time.perf_counter()
+        steps[n]()
+        sync(device)
+        dt = time.perf_counter() - t0
+        if record:
+            times[n].append(dt)
+            mems[n].append(mem_peak(device, start))
+        return dt
+
+    for r in range(args.warmup):  # IGA skips warm-up: at 15-50x a step its first-call costs vanish
+        for n in steps:
+            if not n.startswith("iga"):
+                run(n, record=False)
+    # Each method runs between two plain steps and its ratio is to their mean, so that the machine's
+    # speed drifting (other jobs on a shared CPU) cancels; a method's figure is its median over rounds.
+    before = run("plain")
+    for r in range(args.steps):
+        for n in steps:
+            if n == "plain" or (n.startswith("iga") and r < args.steps - args.iga_steps):
+                continue
+            t = run(n)
+            after = run("plain")
+            ratios[n].append(2 * t / (before + after))
+            before = after
+        print(f"round {r + 1}/{args.steps}: plain {times['plain'][-1] * 1e3:.0f} ms, then x plain: "
+              + " ".join(f"{n} {ratios[n][-1]:.2f}" for n in steps if len(ratios[n]) == r + 1), flush=True)
+
+    med = {n: statistics.median(ts) * 1e3 for n, ts in times.items()}  # ms
+    ratio = {n: statistics.median(rs) if rs else 1.0 for n, rs in ratios.items()}
+    mib = {n: None if None in ms else max(ms) / 2**20 for n, ms in mems.items()}
+    F_here = ratio["forward"]  # one forward as a fraction of a plain step, on this machine
+    rows = {}
+    for n in names:
+        extra, tgt = extra_and_target(n, L)
+        rows[n] = {"ms": med[n], "steps": len(times[n]), "ratio": ratio[n], "peak_MiB": mib[n], "target": tgt,
+                   "paper": METHODS[n][2], "floor": 1 + extra / 3, "floor_here": 1 + extra * F_here}
+        rows[n]["pass"] = ratio[n] <= rows[n]["target"]
+    print(f"\nratio: median over rounds of a step's time over its two neighbouring plain steps (not ms / plain ms);\n"
+          f"per AD-DROP step: with cross-tuning a run costs (1 + ratio) / 2.\n"
+          f"floor: 1 + (extra forwards) / 3, the paper-style count with a plain step = 3F; floor here: the same extra\n"
+          f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here.\n"
+          "peak MiB: " + ("torch.cuda.max_memory_allocated during the step, above what is held between steps"
+                          if device.type == "cuda" else "the process's peak RSS during the step above its RSS before it"
+                          " (CPU; whole process, coarse)"))
+    print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'peak MiB':>8} | {'target':>6} | "
+          f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | vs target")
+    fmt = lambda x: "n/a" if x is None else f"{x:.0f}"
+    for n, r in rows.items():
+        print(f"{n:9} | {r['ms']:8.0f} | {r['steps']:2} | {r['ratio']:6.2f} | {fmt(r['peak_MiB']):>8} | {r['target']:6.3g} | "
+              f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | "
+              + ("" if n == "plain" else "pass" if r["pass"] else "FAIL"))
+    result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
+              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "methods": rows, "hf": {}, "data": None}
+    if hf:
+        print("\nplain fine-tuning step, ours vs Hugging Face BertForSequenceClassification of the same config")
+        for n in ["plain", *hf]:
+            print(f"{n:9} | {med[n]:8.0f} ms | n={len(times[n])} | {fmt(mib[n]):>5} MiB | ours takes {1 / ratio[n]:.2f}x this")
+            result["hf"][n] = {"ms": med[n], "ours_over_this": 1 / ratio[n], "peak_MiB": mib[n]}
+    else:
+        print("\n(Hugging Face comparison skipped: " + ("--no-hf)" if args.no_hf else "transformers is not installed)"))
+
+    try:
+        d = result["data"] = data_throughput(args, weights or modeling.default_weights_dir(), T)
+    except modeling.WeightsError:  # --config base without the MiniLM package: no tokenizer at hand
+        d = None
+    if d is None:
+        print("\ndata throughput: skipped, no RTE or SST-2 train.tsv (pass --data-dir) or no tokenizer")
+    else:
+        d["train_plain_per_s"], d["train_ga_all_per_s"] = B / med["plain"] * 1e3, B / med["ga-all"] * 1e3
+        print(f"\ndata ({d['task']} train, {d['examples']} examples, max_len {T}): tokenise {d['tokenise_per_s']:.0f} ex/s, "
+              f"batch {d['batch_per_s']:.0f} ex/s | training: plain {d['train_plain_per_s']:.1f} ex/s, GA all "
+              f"{d['train_ga_all_per_s']:.1f} ex/s | tokenising and batching add "
+              f"{d['train_plain_per_s'] * (1 / d['tokenise_per_s'] + 1 / d['batch_per_s']):.2%} to a plain epoch")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main(parse_args())
