@@ -48,7 +48,7 @@ def objective(logits, labels, regression):
 def _unmasked_pass(model, batch, labels):
     """Step 1: the first, unmasked forward. Runs in eval mode, so that the pseudo label is
     the model's actual prediction (Eq. 4) and the attribution is not randomised by
-    ordinary dropout. (The authors' code keeps dropout on here; we follow the paper.)
+    ordinary dropout. (The paper does not say; the authors' code keeps dropout on here.)
     Returns logits, labels to attribute (pseudo unless given), and the attention maps."""
     logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
     if labels is None:
