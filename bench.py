@@ -41,6 +41,7 @@ import torch.nn.functional as F
 import addrop
 import data
 import model as modeling
+import train
 
 P, Q, M_IG = 0.7, 0.1, 20  # the RTE setting; m, the steps of integrated gradients (Eq. 3)
 # name -> (attribution, layers, paper's ratio in Table 7 (BERT-base; the first-layer figures are STS-B's))
@@ -126,13 +127,6 @@ def make_batch(cfg, B, T, device, seed):
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def adamw(net):
-    """AdamW as train.py builds it: no weight decay on biases and LayerNorm."""
-    params = [p for p in net.parameters() if p.requires_grad]
-    return torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": 0.01},
-                              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=1e-5)
-
-
 def our_step(net, opt, b, attribution, layers):
     """One step of train.py's loop (dropped_fraction included: train.py accumulates it every step)."""
     masks = None
@@ -170,7 +164,7 @@ def hf_models(cfg, device):
     out = {}
     for impl in ("eager", "sdpa"):
         net = BertForSequenceClassification(BertConfig(**kw, num_labels=2, attn_implementation=impl)).to(device).train()
-        out[f"hf-{impl}"] = (net, adamw(net))
+        out[f"hf-{impl}"] = (net, train.adamw(net, 1e-5, 0.01))
     return out
 
 
@@ -208,7 +202,7 @@ def main(args):
         weights, net = None, modeling.Model(modeling.Config(), 2)
     net = net.to(device).train()
     cfg, L, (B, T) = net.cfg, net.cfg.num_hidden_layers, (args.batch_size, args.seq_len)
-    opt = adamw(net)
+    opt = train.adamw(net, 1e-5, 0.01)
     batch = make_batch(cfg, B, T, device, args.seed)
     names = [n for n in METHODS if not (args.skip_iga and n.startswith("iga"))]
     hf = {} if args.no_hf else hf_models(cfg, device)

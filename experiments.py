@@ -369,12 +369,12 @@ def figure1(args):
     B = addrop.attribute(net, batch, [layer], "ga")[layer]  # pseudo label, Eq. 5
     g = torch.Generator().manual_seed(args.seed)
     M = addrop.drop_mask(B, batch["attention_mask"], p, q, generator=g)  # Eq. 6-7
-    cand = addrop.drop_mask(B, batch["attention_mask"], p, 1.0) == float("-inf")  # q = 1: the whole candidate region
+    cand = addrop.drop_mask(B, batch["attention_mask"], p, 1.0)  # q = 1: the whole candidate region
     masks = [None] * net.cfg.num_hidden_layers
     masks[layer] = M
     with torch.no_grad():
         _, attns2 = net(**batch, masks=masks)
-    A, Bh, drop, Ah2 = attns[layer][0, head], B[0, head], M[0, head] == float("-inf"), attns2[layer][0, head]
+    A, Bh, drop, Ah2 = attns[layer][0, head], B[0, head], M[0, head], attns2[layer][0, head]
     labels = data.get_task(task).labels
 
     plt, fig, axes = plt_figure(1, 4, figsize=(15, 4.3))

@@ -3,8 +3,8 @@ A BERT / RoBERTa encoder written out, for AD-DROP.
 
 Every layer computes its attention probabilities explicitly (Eq. 1 of the paper),
     A = softmax(Q K^T / sqrt(d) + padding mask + M_l),
-hands them out, and takes an optional additive mask M_l (0 keeps a position, -inf
-drops it). That is all AD-DROP needs from the model: A_l out for attribution, M_l in
+hands them out, and takes an optional mask M_l (0 keeps a position, -inf drops
+it; passed as booleans, True where -inf). That is all AD-DROP needs from the model: A_l out for attribution, M_l in
 for dropping. Weights load from Hugging Face style folders (config.json +
 model.safetensors) without the transformers library.
 
@@ -87,8 +87,9 @@ class Layer(nn.Module):
         self.drop = nn.Dropout(cfg.hidden_dropout_prob)
 
     def forward(self, x, pad, M=None, scale=None):
-        """x (B, T, C); pad (B, 1, 1, T) additive padding mask; M (B, H, T, T) additive
-        AD-DROP mask or None; scale (B, 1, 1, 1) multiplies A (integrated gradients) or None.
+        """x (B, T, C); pad (B, 1, 1, T) additive padding mask; M (B, H, T, T) bool AD-DROP
+        mask, True where M_l = -inf, or None; scale (B, 1, 1, 1) multiplies A (integrated
+        gradients) or None.
         Returns the new x and the attention probabilities A actually used, (B, H, T, T)."""
         B, T, C = x.size()
         H, D = self.H, C // self.H
@@ -97,7 +98,7 @@ class Layer(nn.Module):
         v = self.v(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
         scores = q @ k.transpose(-2, -1) / math.sqrt(D) + pad  # (B, H, T, T)
         if M is not None:
-            scores = scores + M
+            scores.masked_fill_(M, float("-inf"))  # + M_l: the same as adding 0 / -inf, one pass
         A = F.softmax(scores, dim=-1)  # (B, H, T, T), Eq. 1
         if scale is not None:
             A = A * scale
@@ -144,7 +145,7 @@ class Encoder(nn.Module):
         return x, pad
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None):
-        """masks: None, or a list of L additive masks (B, H, T, T) or None per layer."""
+        """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer."""
         x, pad = self.embed(input_ids, attention_mask, token_type_ids)
         attns = []
         for l, layer in enumerate(self.layers):

@@ -178,7 +178,7 @@ def mask_of_row(row, attention_mask, p, q, low=False):
 
 def dropped_keys(M):
     """The set of dropped key positions, the same in every row here."""
-    rows = {tuple(torch.nonzero(r == -INF).flatten().tolist()) for r in M}
+    rows = {tuple(torch.nonzero(r).flatten().tolist()) for r in M}
     assert len(rows) == 1
     return set(rows.pop())
 
@@ -220,10 +220,10 @@ def paper_mask(scores, attention_mask, p, q):
     """Eq. 6-7 taken literally, one row at a time: sort the row's real scores ascending (padding
     pushed to the end), threshold at b^[int(n(1-p))], drop a candidate where u ~ Bernoulli(1-q) is 0.
     Same two decisions as addrop: the int() is nudged by 1e-6 past float error, and a row that
-    would lose every real key keeps them all. u is drawn as drop_mask draws it: one rand(B, H, T, T)."""
+    would lose every real key keeps them all. u is drawn as drop_mask draws it: one bernoulli(B, H, T, T)."""
     B, H, T, _ = scores.size()
-    u = torch.rand(B, H, T, T) >= q  # True: kept by the Bernoulli(1 - q) draw
-    M = torch.zeros(B, H, T, T, dtype=scores.dtype)
+    u = ~addrop.bernoulli((B, H, T, T), q)  # True: kept by the Bernoulli(1 - q) draw
+    M = torch.zeros(B, H, T, T, dtype=torch.bool)
     for b in range(B):
         real = attention_mask[b].bool()
         n = int(real.sum())
@@ -236,17 +236,17 @@ def paper_mask(scores, attention_mask, p, q):
                 drop = above & ~u[b, h, i]
                 if drop[real].all():
                     drop[:] = False
-                M[b, h, i][drop] = -INF
+                M[b, h, i] = drop
     return M
 
 
 @pytest.mark.parametrize("ties", [False, True])
-@pytest.mark.parametrize("q", [0, 0.5, 1])
+@pytest.mark.parametrize("q", [0, 0.1, 0.5, 1])
 @pytest.mark.parametrize("p", [0, 0.1, 0.3, 0.5, 0.7, 0.9, 1])
 def test_fast_selection_equals_the_paper_recipe(p, q, ties):
-    """Lesson 7. drop_mask finds the threshold with a partial sort (topk over the batch's largest
-    count) and never loops over rows; it must give the literal recipe's mask exactly, with the same
-    random draws. Scores are continuous, or integers 0..3 so that ties at the threshold are common."""
+    """Lesson 7. drop_mask finds the threshold with one selection (kthvalue) for the whole batch and
+    never loops over rows; it must give the literal recipe's mask exactly, with the same random
+    draws. Scores are continuous, or integers 0..3 so that ties at the threshold are common."""
     torch.manual_seed(0)
     scores = torch.randint(0, 4, (4, 3, 9, 9)).double() if ties else torch.randn(4, 3, 9, 9, dtype=torch.float64)
     attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
@@ -256,7 +256,31 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     assert torch.equal(fast, paper_mask(scores, attention_mask, p, q))
 
 
-@pytest.mark.parametrize("p, q", [(0.3, 0.5), (0.6, 0.8), (0.9, 0.3)])
+@pytest.mark.parametrize("prob", [0.02, 0.2, 0.6])
+def test_bernoulli_draws(prob):
+    """Lesson 8a. The u of Eq. 7 is a field of independent coin flips. addrop.bernoulli draws it
+    by the gaps between heads (Geometric(prob)) when heads are rare, a tenth of the random
+    numbers at q = 0.1, and one uniform per entry above prob = 0.25. Either way each draw of 6
+    entries must follow the law of 6 independent Bernoulli(prob): the number of heads is
+    Binomial(6, prob), each entry and each neighbouring pair is set with probability prob and
+    prob^2 (all to 5 sigma over 10000 draws). Six entries are few enough that the gap sampler
+    often runs out of gaps and needs its second round (2% of draws at 0.2, 11% at 0.02)."""
+    g = torch.Generator().manual_seed(0)
+    N, n = 10000, 6
+    x = torch.stack([addrop.bernoulli((2, 3), prob, generator=g).flatten() for _ in range(N)]).double()  # (N, 6)
+    heads = x.sum(1)
+    for k in range(n + 1):
+        pk = math.comb(n, k) * prob**k * (1 - prob) ** (n - k)
+        assert abs((heads == k).sum().item() - N * pk) <= 5 * math.sqrt(N * pk * (1 - pk)) + 1
+    for observed, pr in [(x.mean(0), prob), ((x[:, 1:] * x[:, :-1]).mean(0), prob**2)]:
+        assert ((observed - pr).abs() <= 5 * math.sqrt(pr * (1 - pr) / N)).all()
+    # exact ends, and a seeded generator repeats itself
+    assert not addrop.bernoulli((50, 50), 0.0).any() and addrop.bernoulli((50, 50), 1.0).all()
+    draw = [addrop.bernoulli((64, 64), prob, generator=torch.Generator().manual_seed(1)) for _ in range(2)]
+    assert torch.equal(*draw)
+
+
+@pytest.mark.parametrize("p, q", [(0.3, 0.5), (0.6, 0.8), (0.9, 0.3), (0.7, 0.1)])
 def test_dropped_fraction_matches_expectation(p, q):
     """Lesson 8. With continuous scores (no ties) a row of n real keys has exactly n - int(n(1-p))
     candidates, each dropped independently with probability q. So over all real (query, key) pairs
@@ -268,7 +292,7 @@ def test_dropped_fraction_matches_expectation(p, q):
     attention_mask = (torch.arange(T) < n[:, None]).long()
     M = addrop.drop_mask(torch.randn(B, H, T, T, dtype=torch.float64), attention_mask, p, q)
     pairs = (attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool()  # (B, 1, T, T)
-    dropped = ((M == -INF) & pairs).sum().item()
+    dropped = (M & pairs).sum().item()
     N = sum(H * k * (k - int(k * (1 - p) + 1e-6)) for k in n.tolist())  # candidate pairs
     assert abs(dropped - q * N) < 5 * math.sqrt(N * q * (1 - q))
     # dropped_fraction divides two integer counts into a float32: equal to float32 precision
@@ -290,10 +314,10 @@ def test_masked_forward_stays_a_distribution(p, q):
     assert torch.isfinite(logits).all()
     for M, A in zip(masks, attns):
         assert not A.isnan().any()
-        assert torch.all(A[M == -INF] == 0)
+        assert torch.all(A[M] == 0)
         assert (A.sum(-1) - 1).abs().max() < 1e-12
     if p == 1 and q == 1:
-        assert not any((M == -INF).any() for M in masks)
+        assert not any(M.any() for M in masks)
         assert (logits - plain).abs().max() < 1e-12
     else:
         assert addrop.dropped_fraction(masks, batch["attention_mask"]) > 0.1
@@ -348,14 +372,14 @@ def test_attention_and_random_ablations():
     aa = addrop.attribute(net, batch, ALL, "aa")
     assert all(torch.equal(aa[l], attns[l].detach()) for l in ALL)
 
-    p, q, H = 0.5, 0.6, CFG["num_attention_heads"]
+    p, q, H = 0.5, 0.2, CFG["num_attention_heads"]
     torch.manual_seed(0)
     lengths = [int(k) for k in torch.randint(4, 17, (64,))]
     big = padded_batch(lengths)
     M = addrop.random_mask(big["attention_mask"], H, p, q)
     T = max(lengths)
     real = big["attention_mask"].bool()[:, None, None, :].expand(64, H, T, T)
-    assert M.shape == (64, H, T, T) and not torch.isneginf(M[~real]).any()  # padding is never dropped
+    assert M.shape == (64, H, T, T) and not M[~real].any()  # padding is never dropped
     pairs = H * sum(k * k for k in lengths)  # real (query, key) pairs, each dropped with probability p q
     dropped = addrop.dropped_fraction([M], big["attention_mask"]).item() * pairs
     assert abs(dropped - p * q * pairs) < 5 * math.sqrt(pairs * p * q * (1 - p * q))

@@ -218,8 +218,8 @@ def test_mask_drops_exactly_one_entry():
     net = tiny_model("bert")
     ids, mask, types = padded_batch("bert")
     b, h, q, k = 0, 2, 0, 4  # query 0: the head reads only the first token of the last layer
-    M = torch.zeros(len(LENGTHS), TINY["num_attention_heads"], T, T)  # (B, H, T, T)
-    M[b, h, q, k] = float("-inf")
+    M = torch.zeros(len(LENGTHS), TINY["num_attention_heads"], T, T, dtype=torch.bool)  # (B, H, T, T)
+    M[b, h, q, k] = True  # M_l = -inf there
     with torch.no_grad():
         logits, attns = net(ids, mask, types)
         logits_m, attns_m = net(ids, mask, types, masks=[None, M])
