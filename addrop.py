@@ -157,11 +157,17 @@ def bernoulli(shape, prob, generator=None, device=None):
     return out.view(shape)
 
 
-def _keep_some(drop, attention_mask):
-    """The guard of drop_mask and random_mask: a row that would lose every real key (all -inf:
-    NaN after softmax) keeps them all instead. In place on drop (B, H, T, T)."""
+def _real_rows(drop, attention_mask):
+    """What drop_mask and random_mask both do last, in place on drop (B, H, T, T):
+    - only real (query, key) pairs are dropped: padding keys are not candidates, and a
+      padding query's row reaches no real position (every later layer gives it zero
+      weight), so its mask would change nothing: it gets none;
+    - the guard: a row that would lose every real key (all -inf: NaN after softmax) keeps
+      them all instead."""
+    real = attention_mask.bool()
+    drop &= real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T) real pairs
     n = attention_mask.sum(-1).view(-1, 1, 1, 1)  # (B, 1, 1, 1) real lengths
-    return drop.logical_and_(drop.sum(-1, keepdim=True) < n)
+    return drop.logical_and_(drop.sum(-1, keepdim=True, dtype=torch.int32) < n)
 
 
 def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
@@ -174,7 +180,8 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     Per row (example, head, query): sort the n real scores ascending into b^ (n is the
     row's real length: padding keys are never candidates); the candidate region is
     every position scoring at or above b^[int(n (1 - p))]; each candidate is dropped
-    with probability q (kept where u ~ Bernoulli(1 - q) is 1).
+    with probability q (kept where u ~ Bernoulli(1 - q) is 1). Rows of padding queries
+    are left alone (see _real_rows).
     low=True is the mirror strategy of Section 2.2: candidates are the LOWEST scores.
 
     Deliberate edge cases:
@@ -208,9 +215,8 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
     thr = (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # b^[idx], (B, H, T, 1)
     drop = scores >= thr  # Eq. 6: s = 0 here, the candidates (none where count = 0: thr is +inf)
-    drop &= real  # real keys only
     drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: dropped where s = 0 and u = 0
-    return _keep_some(drop, attention_mask)
+    return _real_rows(drop, attention_mask)
 
 
 def random_mask(attention_mask, H, p, q, generator=None):
@@ -219,9 +225,7 @@ def random_mask(attention_mask, H, p, q, generator=None):
     independently with probability p * q (as the authors' code does). Needs no first pass
     and no selection. Same shape, values and guard as drop_mask."""
     B, T = attention_mask.size()
-    drop = bernoulli((B, H, T, T), p * q, generator, attention_mask.device)
-    drop &= attention_mask.bool()[:, None, None, :]  # real keys only
-    return _keep_some(drop, attention_mask)
+    return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)
 
 
 def dropped_fraction(masks, attention_mask):
@@ -230,9 +234,7 @@ def dropped_fraction(masks, attention_mask):
     Ms = [M for M in masks if M is not None]
     if not Ms:
         return torch.zeros((), device=attention_mask.device)
-    # masks drop real keys only: count the drops of each (example, query) over heads and
-    # keys, then keep the real queries
-    dropped = sum((M.sum((1, 3)) * attention_mask).sum() for M in Ms)
+    dropped = sum(M.count_nonzero() for M in Ms)  # masks drop real (query, key) pairs only
     n = attention_mask.sum(-1)
     return dropped / ((n * n).sum() * Ms[0].size(1) * len(Ms))
 

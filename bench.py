@@ -66,7 +66,7 @@ def parse_args(argv=None):
     ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     ap.add_argument("--batch-size", type=int, default=16, help="B, examples per step")
     ap.add_argument("--seq-len", type=int, default=128, help="T, tokens per example (a quarter of the rows are padded)")
-    ap.add_argument("--steps", type=int, default=5, help="timed rounds; each method's figures are medians over these")
+    ap.add_argument("--steps", type=int, default=7, help="timed rounds; each method's figures are medians over these")
     ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
     ap.add_argument("--iga-steps", type=int, default=1,
                     help="of those, how many (the last ones) include IGA, which takes 15-50x a step and skips warm-up")
@@ -251,26 +251,30 @@ def main(args):
 
     med = {n: statistics.median(ts) * 1e3 for n, ts in times.items()}  # ms
     ratio = {n: statistics.median(rs) if rs else 1.0 for n, rs in ratios.items()}
+    spread = {n: (min(rs), max(rs)) if rs else (1.0, 1.0) for n, rs in ratios.items()}  # over the rounds
     mib = {n: None if None in ms else max(ms) / 2**20 for n, ms in mems.items()}
     F_here = ratio["forward"]  # one forward as a fraction of a plain step, on this machine
     rows = {}
     for n in names:
         extra, tgt = extra_and_target(n, L)
-        rows[n] = {"ms": med[n], "steps": len(times[n]), "ratio": ratio[n], "peak_MiB": mib[n], "target": tgt,
+        rows[n] = {"ms": med[n], "steps": len(times[n]), "ratio": ratio[n], "range": spread[n], "peak_MiB": mib[n], "target": tgt,
                    "paper": METHODS[n][2], "floor": 1 + extra / 3, "floor_here": 1 + extra * F_here}
         rows[n]["pass"] = ratio[n] <= rows[n]["target"]
-    print(f"\nratio: median over rounds of a step's time over its two neighbouring plain steps (not ms / plain ms);\n"
+    print(f"\nratio: median over rounds of a step's time over its two neighbouring plain steps (not ms / plain ms),\n"
+          f"and its lowest and highest round: how much the machine moved it;\n"
           f"per AD-DROP step: with cross-tuning a run costs (1 + ratio) / 2.\n"
           f"floor: 1 + (extra forwards) / 3, the paper-style count with a plain step = 3F; floor here: the same extra\n"
           f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here.\n"
           "peak MiB: " + ("torch.cuda.max_memory_allocated during the step, above what is held between steps"
                           if device.type == "cuda" else "the process's peak RSS during the step above its RSS before it"
                           " (CPU; whole process, coarse)"))
-    print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'peak MiB':>8} | {'target':>6} | "
+    print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'rounds':>11} | {'peak MiB':>8} | {'target':>6} | "
           f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | vs target")
     fmt = lambda x: "n/a" if x is None else f"{x:.0f}"
     for n, r in rows.items():
-        print(f"{n:9} | {r['ms']:8.0f} | {r['steps']:2} | {r['ratio']:6.2f} | {fmt(r['peak_MiB']):>8} | {r['target']:6.3g} | "
+        lo, hi = r["range"]
+        print(f"{n:9} | {r['ms']:8.0f} | {r['steps']:2} | {r['ratio']:6.2f} | {f'{lo:.2f}-{hi:.2f}':>11} | "
+              f"{fmt(r['peak_MiB']):>8} | {r['target']:6.3g} | "
               f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | "
               + ("" if n == "plain" else "pass" if r["pass"] else "FAIL"))
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,

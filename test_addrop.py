@@ -170,10 +170,14 @@ def test_batched_integrated_gradients_equal_the_plain_loop():
 # 6-9. the mask
 
 def mask_of_row(row, attention_mask, p, q, low=False):
-    """drop_mask on a batch of one example whose T query rows all carry the same score row."""
-    T = len(row)
+    """drop_mask on a batch of one example whose T query rows all carry the same score row;
+    the rows of the real queries (T', T). Padding queries' rows must come back empty: their
+    output reaches no real position, so masking them would change nothing."""
+    T, real = len(row), torch.tensor(attention_mask).bool()
     scores = torch.tensor(row, dtype=torch.float64).expand(1, 1, T, T)  # (B=1, H=1, T, T)
-    return addrop.drop_mask(scores, torch.tensor([attention_mask]), p, q, low=low)[0, 0]  # (T, T)
+    M = addrop.drop_mask(scores, torch.tensor([attention_mask]), p, q, low=low)[0, 0]  # (T, T)
+    assert not M[~real].any()
+    return M[real]
 
 
 def dropped_keys(M):
@@ -219,8 +223,8 @@ def test_threshold_index_is_exact_on_long_rows():
 def paper_mask(scores, attention_mask, p, q):
     """Eq. 6-7 taken literally, one row at a time: sort the row's real scores ascending (padding
     pushed to the end), threshold at b^[int(n(1-p))], drop a candidate where u ~ Bernoulli(1-q) is 0.
-    Same two decisions as addrop: the int() is nudged by 1e-6 past float error, and a row that
-    would lose every real key keeps them all. u is drawn as drop_mask draws it: one bernoulli(B, H, T, T)."""
+    Same three decisions as addrop: the int() is nudged by 1e-6 past float error, a row that
+    would lose every real key keeps them all, and padding queries' rows are left alone. u is drawn as drop_mask draws it: one bernoulli(B, H, T, T)."""
     B, H, T, _ = scores.size()
     u = ~addrop.bernoulli((B, H, T, T), q)  # True: kept by the Bernoulli(1 - q) draw
     M = torch.zeros(B, H, T, T, dtype=torch.bool)
@@ -229,7 +233,7 @@ def paper_mask(scores, attention_mask, p, q):
         n = int(real.sum())
         idx = int(n * (1 - p) + 1e-6)
         for h in range(H):
-            for i in range(T):
+            for i in torch.nonzero(real).flatten().tolist():  # the real queries
                 b_hat = torch.sort(scores[b, h, i].masked_fill(~real, INF)).values  # ascending
                 # Eq. 6 sets s = 1 BELOW b^[idx]; Eq. 7 drops where s + u = 0: at or above it, and u = 0
                 above = (scores[b, h, i] >= b_hat[idx]) & real if idx < n else torch.zeros(T, dtype=torch.bool)
