@@ -96,9 +96,8 @@ class Layer(nn.Module):
         q = self.q(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
         k = self.k(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
         v = self.v(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        scores = q @ k.transpose(-2, -1) / math.sqrt(D) + pad  # (B, H, T, T)
-        if M is not None:
-            scores.masked_fill_(M, float("-inf"))  # + M_l: the same as adding 0 / -inf, one pass
+        bias = pad if M is None else pad.masked_fill(M, float("-inf"))  # padding mask + M_l, (B, H, T, T)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D) + bias  # (B, H, T, T)
         A = F.softmax(scores, dim=-1)  # (B, H, T, T), Eq. 1
         if scale is not None:
             A = A * scale
