@@ -58,7 +58,7 @@ def _unmasked_pass(model, batch, labels):
     return logits, labels, attns
 
 
-def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=2**25):
+def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=None):
     """Attribution scores B_l (B, H, T, T) for each layer index in `layers`.
 
     method: "ga" gradient (Eq. 5), "iga" integrated gradient with m steps (Eq. 3),
@@ -97,7 +97,10 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
     Two savings that change no number: the layers below l do not depend on the scale,
     so their output x_l is computed once and reused for all m steps and all layers; and
     the m steps run as one batch of m*B examples (in chunks of at most ig_budget
-    attention entries, to bound memory)."""
+    attention entries, to bound memory). By default chunks are large on a GPU, which needs
+    the work to fill it, and small on a CPU, whose cores a single copy already keeps busy:
+    there bigger chunks only outgrow the caches (2 steps per chunk ran 1.6x faster than 10,
+    MiniLM at 16 x 128)."""
     enc = model.encoder
     with torch.no_grad():  # the unscaled pass: layer inputs x_l, maps A_l, pseudo labels
         x, pad = enc.embed(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
@@ -109,6 +112,8 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
         if labels is None:
             labels = model.head(x).argmax(-1)  # Eq. 4
     B, H, T, _ = attns[0].size()
+    if ig_budget is None:
+        ig_budget = 2**25 if x.is_cuda else 2**23
     K = max(1, min(m, ig_budget // (B * H * T * T)))  # steps per chunk
     alphas = torch.arange(1, m + 1, device=x.device, dtype=x.dtype) / m  # k/m, k = 1..m
     scores = {}
