@@ -20,7 +20,8 @@ or all of them alike (the backward reaches layer 0 either way). AA adds a no-gra
 nothing (1). IGA adds the unscaled pass and m scaled passes from layer l up, each forward and back:
 (4 + 2m) / 3 for the first layer, (4 + m (L + 1)) / 3 for all L layers. Building the masks (Eq. 6-7)
 counts as free. A plain step is not exactly 3F everywhere (AdamW, dropout and the embedding gradient
-add to it), so "floor here" counts the same extra forwards at the F measured on this machine.
+add to it), so "floor here" counts the same extra forwards at the F measured on this machine, and
+"+ masks" adds what building the masks costs here, timed alone (for drop_mask mostly its kthvalue).
 Cross-tuning halves the extra over a run: (1 + r) / 2, e.g. 1.33 for GA.
 
 --json PATH writes every figure as JSON as well; the tables are printed either way.
@@ -147,6 +148,18 @@ def forward(net, b):
     net.train()
 
 
+def masks_only(b, scores, kind):
+    """What the floor counts as free: the masks of all layers from scores at hand (Eq. 6-7), or
+    their selection alone (the kthvalue inside drop_mask), or RD's random masks."""
+    for S in scores:
+        if kind == "select":
+            S.kthvalue(S.size(-1) // 2, dim=-1)
+        elif kind == "drop_mask":
+            addrop.drop_mask(S, b["attention_mask"], P, Q)
+        else:
+            addrop.random_mask(b["attention_mask"], S.size(1), P, Q)
+
+
 def hf_step(net, opt, b):
     logits = net(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"]).logits
     F.cross_entropy(logits, b["labels"]).backward()
@@ -211,6 +224,9 @@ def main(args):
         attribution, spec, _ = METHODS[n]
         steps[n] = partial(our_step, net, opt, batch, attribution, spec and addrop.parse_layers(spec, L))
     steps["forward"] = partial(forward, net, batch)  # F itself, to turn the floor's count of F into a ratio here
+    scores = list(addrop.attribute(net, batch, range(L), "aa").values())  # any (B, H, T, T) scores will do
+    MASKS = ("drop_mask", "select", "random_mask")
+    steps.update({k: partial(masks_only, batch, scores, k) for k in MASKS})
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
@@ -257,28 +273,36 @@ def main(args):
     rows = {}
     for n in names:
         extra, tgt = extra_and_target(n, L)
+        attribution, spec, paper = METHODS[n]
+        masks = 0.0 if attribution is None else (ratio["random_mask"] if attribution == "rd" else
+                                                 ratio["drop_mask"] * (1 if spec == "first" else L) / L)
         rows[n] = {"ms": med[n], "steps": len(times[n]), "ratio": ratio[n], "range": spread[n], "peak_MiB": mib[n], "target": tgt,
-                   "paper": METHODS[n][2], "floor": 1 + extra / 3, "floor_here": 1 + extra * F_here}
+                   "paper": paper, "floor": 1 + extra / 3, "floor_here": 1 + extra * F_here,
+                   "floor_here_masks": 1 + extra * F_here + masks}
         rows[n]["pass"] = ratio[n] <= rows[n]["target"]
     print(f"\nratio: median over rounds of a step's time over its two neighbouring plain steps (not ms / plain ms),\n"
           f"and its lowest and highest round: how much the machine moved it;\n"
           f"per AD-DROP step: with cross-tuning a run costs (1 + ratio) / 2.\n"
           f"floor: 1 + (extra forwards) / 3, the paper-style count with a plain step = 3F; floor here: the same extra\n"
-          f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here.\n"
+          f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here;\n"
+          f"+ masks: that plus building the method's masks (Eq. 6-7) from scores at hand, timed alone.\n"
           "peak MiB: " + ("torch.cuda.max_memory_allocated during the step, above what is held between steps"
                           if device.type == "cuda" else "the process's peak RSS during the step above its RSS before it"
                           " (CPU; whole process, coarse)"))
     print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'rounds':>11} | {'peak MiB':>8} | {'target':>6} | "
-          f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | vs target")
+          f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | {'+ masks':>7} | vs target")
     fmt = lambda x: "n/a" if x is None else f"{x:.0f}"
     for n, r in rows.items():
         lo, hi = r["range"]
         print(f"{n:9} | {r['ms']:8.0f} | {r['steps']:2} | {r['ratio']:6.2f} | {f'{lo:.2f}-{hi:.2f}':>11} | "
               f"{fmt(r['peak_MiB']):>8} | {r['target']:6.3g} | "
-              f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | "
+              f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | {r['floor_here_masks']:7.2f} | "
               + ("" if n == "plain" else "pass" if r["pass"] else "FAIL"))
+    print(f"masks of all {L} layers from scores at hand (Eq. 6-7): drop_mask {med['drop_mask']:.0f} ms "
+          f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.0f} ms; "
+          f"random_mask {med['random_mask']:.0f} ms ({ratio['random_mask']:.2f})")
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
-              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "methods": rows, "hf": {}, "data": None}
+              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in MASKS}, "methods": rows, "hf": {}, "data": None}
     if hf:
         print("\nplain fine-tuning step, ours vs Hugging Face BertForSequenceClassification of the same config")
         for n in ["plain", *hf]:
