@@ -3,10 +3,10 @@ A BERT / RoBERTa encoder written out, for AD-DROP.
 
 Every layer computes its attention probabilities explicitly (Eq. 1 of the paper),
     A = softmax(Q K^T / sqrt(d) + padding mask + M_l),
-hands them out, and takes an optional mask M_l (0 keeps a position, -inf drops
-it; passed as booleans, True where -inf). That is all AD-DROP needs from the model: A_l out for attribution, M_l in
-for dropping. Weights load from Hugging Face style folders (config.json +
-model.safetensors) without the transformers library.
+hands them out, and takes an optional mask M_l (0 keeps a position, -inf drops it;
+passed as booleans, True where -inf). That is all AD-DROP needs from the model: A_l
+out for attribution, M_l in for dropping. Weights load from Hugging Face style
+folders (config.json + model.safetensors) without the transformers library.
 
 Letters: B batch, T tokens, C channels, H heads, D = C // H head size, L layers.
 """
