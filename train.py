@@ -215,7 +215,7 @@ def run(args):
             step += 1
             if step % args.log_interval == 0 or step == total_steps:
                 print(f"step {step}/{total_steps} | loss {loss.item():.4f} | lr {lr_now:.2e} | "
-                      f"{(time.time() - ts) * 1000:.0f} ms/step")
+                      f"{(time.time() - ts) * 1000:.0f} ms/step", flush=True)  # flush: `| tee log` shows it now
         if n_batches == 0:
             break
         train_loss = (loss_sum / n_batches).item()
@@ -235,7 +235,7 @@ def run(args):
             os.replace(out / "tokenizer.json.tmp", out / "tokenizer.json")
         print(f"epoch {epoch} ({rec['kind']}) | train loss {train_loss:.4f} | dev loss {dev_loss:.4f} | "
               f"dev {task.metrics[0]} {metrics['metric']:.4f}{' *' if improved else ''} | "
-              f"dropped {rec['dropped']:.1%} | {rec['seconds']:.1f} s")
+              f"dropped {rec['dropped']:.1%} | {rec['seconds']:.1f} s", flush=True)
         result = {"args": vars(args), "lr": lr, "batch_size": batch_size, "max_len": max_len,
                   "layers": layers, "best_metric": best, "best_epoch": best_epoch,
                   "history": history, "seconds": time.time() - t_start, "finished": False}
