@@ -73,9 +73,10 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
     was_training = model.training
     model.eval()
     try:
-        if method == "aa":
+        if method == "aa":  # the maps themselves: no label, and no layer above the highest selected
             with torch.no_grad():
-                _, _, attns = _unmasked_pass(model, batch, labels)
+                _, attns = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                                         depth=max(layers) + 1)
             return {l: attns[l] for l in layers}
         if method == "ga":
             with torch.enable_grad():

@@ -143,11 +143,12 @@ class Encoder(nn.Module):
         pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
         return x, pad
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None):
-        """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer."""
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None):
+        """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer.
+        depth: run only the first `depth` layers (None: all)."""
         x, pad = self.embed(input_ids, attention_mask, token_type_ids)
         attns = []
-        for l, layer in enumerate(self.layers):
+        for l, layer in enumerate(self.layers[:depth]):
             x, A = layer(x, pad, None if masks is None else masks[l])
             attns.append(A)
         return x, attns

@@ -375,6 +375,12 @@ def test_attention_and_random_ablations():
     attns = run(net, batch)[1]
     aa = addrop.attribute(net, batch, ALL, "aa")
     assert all(torch.equal(aa[l], attns[l].detach()) for l in ALL)
+    ran = []  # AA of the first layer alone runs that layer only: nothing above it is read
+    hooks = [layer.register_forward_hook(lambda *_, l=l: ran.append(l)) for l, layer in enumerate(net.encoder.layers)]
+    first = addrop.attribute(net, batch, [0], "aa")
+    for h in hooks:
+        h.remove()
+    assert ran == [0] and torch.equal(first[0], attns[0].detach())
 
     p, q, H = 0.5, 0.2, CFG["num_attention_heads"]
     torch.manual_seed(0)
