@@ -224,7 +224,8 @@ def paper_mask(scores, attention_mask, p, q):
     """Eq. 6-7 taken literally, one row at a time: sort the row's real scores ascending (padding
     pushed to the end), threshold at b^[int(n(1-p))], drop a candidate where u ~ Bernoulli(1-q) is 0.
     Same three decisions as addrop: the int() is nudged by 1e-6 past float error, a row that
-    would lose every real key keeps them all, and padding queries' rows are left alone. u is drawn as drop_mask draws it: one bernoulli(B, H, T, T)."""
+    would lose every real key keeps them all, and padding queries' rows are left alone.
+    u is drawn as drop_mask draws it: one bernoulli((B, H, T, T), q)."""
     B, H, T, _ = scores.size()
     u = ~addrop.bernoulli((B, H, T, T), q)  # True: kept by the Bernoulli(1 - q) draw
     M = torch.zeros(B, H, T, T, dtype=torch.bool)
@@ -367,8 +368,8 @@ def test_regression_attributes_the_negative_loss():
 
 
 def test_attention_and_random_ablations():
-    """Lesson 13. Table 2's ablations. AA scores each position by its attention probability itself.
-    RD needs no scores: its candidate region is a random p-fraction of each row, dropped with
+    """Lesson 13. Table 2's ablations. AA scores each position by its attention probability itself,
+    so it needs no label and no layer above the highest selected one: those are not run. RD needs no scores: its candidate region is a random p-fraction of each row, dropped with
     probability q, so each real key is dropped independently with probability p * q: the count
     is binomial, checked to 5 sigma; padding keys are never dropped."""
     net, batch = tiny_model(), padded_batch()
