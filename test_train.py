@@ -1,0 +1,233 @@
+"""
+Tests for train.py as a user runs it, in subprocesses: data parallelism under torchrun gives the
+one-process result, a run killed with SIGKILL resumes to the uninterrupted result byte for byte,
+--resume refuses what it cannot continue, and --dtype bf16 trains.
+
+Everything runs on a CPU in a few seconds per run: a tiny random BERT (2 layers, 32 wide) with the
+default model's tokenizer, on a small synthetic RTE folder written here, so no test depends on GLUE.
+
+    python -m pytest -q test_train.py
+"""
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import model
+
+HERE = Path(__file__).resolve().parent
+WORDS = ("the a cat dog sat ran on under mat park house big small red blue quickly slowly "
+         "sees likes every some not never river tree old young man woman child bird").split()
+
+
+def write_rte(folder, n_train, n_dev, seed=0):
+    """A synthetic RTE: random word sentences, random labels, in GLUE's TSV format."""
+    rng = random.Random(seed)
+    (folder / "RTE").mkdir(parents=True)
+    for split, n in (("train", n_train), ("dev", n_dev)):
+        rows = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            s1 = " ".join(rng.choices(WORDS, k=rng.randint(4, 14)))
+            s2 = " ".join(rng.choices(WORDS, k=rng.randint(3, 8)))
+            rows.append(f"{i}\t{s1}\t{s2}\t{rng.choice(['entailment', 'not_entailment'])}")
+        (folder / "RTE" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+
+
+def write_weights(folder, dropout):
+    """A tiny random BERT with the default model's vocabulary and tokenizer."""
+    torch.manual_seed(0)
+    cfg = model.Config(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                       intermediate_size=37, max_position_embeddings=64,
+                       hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    model.save_pretrained(model.Model(cfg, 2), folder)
+    shutil.copy(model.default_weights_dir() / "tokenizer.json", folder / "tokenizer.json")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    write_rte(root / "glue", n_train=21, n_dev=16)  # 21 = 8 + 8 + 5: the last batch splits 2/3 over two ranks
+    write_rte(root / "glue_long", n_train=240, n_dev=16, seed=1)
+    write_weights(root / "w0", dropout=0.0)
+    write_weights(root / "w1", dropout=0.1)
+    return root
+
+
+def train(root, out, *flags, torchrun=0, weights="w0", glue="glue", check=True):
+    """Run train.py in a subprocess (under torchrun with that many processes); returns the CompletedProcess."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}"] \
+        if torchrun else [sys.executable]
+    cmd = launcher + [str(HERE / "train.py"), "--task", "rte", "--weights", str(root / weights),
+                      "--data-dir", str(root / glue), "--out", str(out), "--max-len", "24", "--batch-size", "8",
+                      "--threads", "1", "--log-interval", "1", *flags]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    if check:
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    return r
+
+
+def metrics(out):
+    return json.loads((Path(out) / "metrics.json").read_text())
+
+
+def final_weights(out):
+    return torch.load(Path(out) / "train_state.pt", weights_only=False)["model"]
+
+# -----------------------------------------------------------------------------
+# torchrun
+
+@pytest.fixture(scope="module")
+def one_and_two(setup):
+    """The same 2-epoch run (epoch 1 plain, epoch 2 AD-DROP with q = 1, so the masks are
+    deterministic) in one process and in two under torchrun. Dropout is 0 in these weights."""
+    flags = ["--epochs", "2", "--p", "0.5", "--q", "1.0", "--lr", "1e-3"]
+    train(setup, setup / "one", *flags)
+    train(setup, setup / "two", *flags, torchrun=2)
+    return setup / "one", setup / "two"
+
+
+def test_two_ranks_equal_one_process(one_and_two):
+    """Two ranks, each with its share of every global batch, must follow the one-process run: the
+    loss of each rank is its part of the global batch mean, and DDP averages the ranks' gradients,
+    so the gradient of every step is the one-process gradient up to float rounding. Per-step
+    losses (the plain epoch and the AD-DROP epoch), dev metrics and final weights agree to 1e-5."""
+    one, two = (metrics(o) for o in one_and_two)
+    assert two["world_size"] == 2 and one["world_size"] == 1
+    assert [h["kind"] for h in one["history"]] == [h["kind"] for h in two["history"]] == ["plain", "AD-DROP"]
+    for h1, h2 in zip(one["history"], two["history"]):
+        assert len(h1["step_losses"]) == len(h2["step_losses"]) == 3
+        assert max(abs(a - b) for a, b in zip(h1["step_losses"], h2["step_losses"])) < 1e-5
+        assert abs(h1["dev_loss"] - h2["dev_loss"]) < 1e-5 and h1["metric"] == h2["metric"]
+    assert abs(one["history"][1]["dropped"] - two["history"][1]["dropped"]) < 0.05  # per-rank mean of fractions
+    w1, w2 = (final_weights(o) for o in one_and_two)
+    start = load_file(str(one_and_two[0].parent / "w0" / "model.safetensors"))
+    assert max((w1[k] - w2[k]).abs().max().item() for k in w1) < 1e-5
+    moved = (w1["head.out.weight"] - start["classifier.weight"]).abs().max().item()
+    assert moved > 1e-3  # the runs did train: the comparison means something
+
+
+def test_torchrun_resume_continues_the_run(setup, one_and_two):
+    """Under torchrun, --resume works as in one process: one epoch, then --resume with --epochs 2,
+    gives the two-epoch run's weights."""
+    out = setup / "two_resumed"
+    flags = ["--p", "0.5", "--q", "1.0", "--lr", "1e-3"]
+    train(setup, out, "--epochs", "1", *flags, torchrun=2)
+    r = train(setup, out, "--epochs", "2", "--resume", *flags, torchrun=2)
+    assert "resuming after epoch 1" in r.stdout
+    w, ref = final_weights(out), final_weights(one_and_two[1])
+    assert all(torch.equal(w[k], ref[k]) for k in ref)
+    assert [h["step_losses"] for h in metrics(out)["history"]] == [h["step_losses"] for h in metrics(one_and_two[1])["history"]]
+
+# -----------------------------------------------------------------------------
+# --resume
+
+def test_killed_run_resumes_byte_for_byte(setup):
+    """A run killed with SIGKILL in the middle of epoch 3 and resumed ends exactly like the run that
+    was never interrupted: the same per-epoch metrics and the same best checkpoint, byte for byte.
+    That needs the state of every epoch end: weights, AdamW's moments, the step, the best metric
+    and its epoch, and the random streams (dropout is on here, and q = 0.5 draws random masks)."""
+    flags = ["--epochs", "4", "--p", "0.5", "--q", "0.5", "--patience", "10"]
+    kw = dict(weights="w1", glue="glue_long")
+    ref = setup / "uninterrupted"
+    train(setup, ref, *flags, **kw)
+
+    out = setup / "killed"
+    cmd = [sys.executable, str(HERE / "train.py"), "--task", "rte", "--weights", str(setup / "w1"),
+           "--data-dir", str(setup / "glue_long"), "--out", str(out), "--max-len", "24", "--batch-size", "8",
+           "--threads", "1", "--log-interval", "1", *flags]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    seen_epoch2 = False
+    for line in proc.stdout:
+        seen_epoch2 |= line.startswith("epoch 2 ")
+        if seen_epoch2 and line.startswith("step 64/"):  # epoch 3 runs steps 61-90: kill at its fourth
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert [h["epoch"] for h in metrics(out)["history"]] == [1, 2]  # killed inside epoch 3
+    r = train(setup, out, *flags, "--resume", **kw)
+    assert "resuming after epoch 2" in r.stdout
+
+    got, want = metrics(out), metrics(ref)
+    strip = lambda hs: [{k: v for k, v in h.items() if k != "seconds"} for h in hs]
+    assert strip(got["history"]) == strip(want["history"])
+    assert (got["best_epoch"], got["best_metric"]) == (want["best_epoch"], want["best_metric"])
+    for f in ("model.safetensors", "config.json", "tokenizer.json"):
+        assert (out / f).read_bytes() == (ref / f).read_bytes(), f
+
+
+def test_resume_refuses_what_it_cannot_continue(setup, one_and_two):
+    """--resume with nothing to resume, with other settings, or after the run finished: one line
+    that names the problem, a non-zero exit, no traceback."""
+    r = train(setup, setup / "empty", "--resume", check=False)
+    assert r.returncode != 0 and "nothing to resume" in r.stderr and "Traceback" not in r.stderr
+    r = train(setup, one_and_two[0], "--epochs", "3", "--p", "0.5", "--q", "1.0", "--lr", "3e-5", "--resume", check=False)
+    assert r.returncode != 0 and "other settings" in r.stderr and "--lr" in r.stderr and "Traceback" not in r.stderr
+    r = train(setup, one_and_two[0], "--epochs", "2", "--p", "0.5", "--q", "1.0", "--lr", "1e-3", "--resume", check=False)
+    assert r.returncode != 0 and "already finished" in r.stderr and "Traceback" not in r.stderr
+    (setup / "broken").mkdir()
+    (setup / "broken" / "train_state.pt").write_bytes(b"not a state")
+    r = train(setup, setup / "broken", "--resume", check=False)
+    assert r.returncode != 0 and "is not a training state" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ctrl_c_says_how_to_resume(setup):
+    """Ctrl-C (SIGINT) after an epoch has finished prints where the state is and the exact command
+    that resumes the run."""
+    out = setup / "interrupted"
+    cmd = [sys.executable, str(HERE / "train.py"), "--task", "rte", "--weights", str(setup / "w0"),
+           "--data-dir", str(setup / "glue_long"), "--out", str(out), "--max-len", "24", "--batch-size", "8",
+           "--threads", "1", "--log-interval", "1", "--epochs", "3"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:
+        if line.startswith("epoch 1 "):
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in err
+    assert str(out / "train_state.pt") in err and "--resume" in err and "--epochs 3" in err
+
+# -----------------------------------------------------------------------------
+# bf16
+
+def test_bf16_trains(setup):
+    """--dtype bf16 runs the forwards and backwards under autocast: a plain and an AD-DROP epoch
+    finish with finite losses, and the weights (float32) move."""
+    out = setup / "bf16"
+    train(setup, out, "--epochs", "2", "--p", "0.5", "--q", "0.5", "--dtype", "bf16", weights="w1")
+    res = metrics(out)
+    assert [h["kind"] for h in res["history"]] == ["plain", "AD-DROP"]
+    assert all(torch.isfinite(torch.tensor(h["step_losses"])).all() for h in res["history"])
+    assert res["history"][1]["dropped"] > 0
+    assert final_weights(out)["head.out.weight"].dtype == torch.float32
+
+# -----------------------------------------------------------------------------
+# --holdout
+
+def test_holdout_split_is_stratified_and_seeded():
+    """--holdout F sets aside round(F * n_c) examples of each class c (each score quintile for
+    regression): the two parts are a disjoint cover of the training set, class shares stay as they
+    were, and the same seed gives the same split."""
+    import data
+    ex = [data.Example(f"s{i}", None, int(i % 10 < 3)) for i in range(200)]  # 60 of class 1, 140 of class 0
+    train_part, hold = data.holdout_split(ex, 0.1, seed=0)
+    assert sorted(train_part + hold) == sorted(ex) and not set(train_part) & set(hold)
+    assert sum(e.label for e in hold) == 6 and len(hold) == 20
+    assert data.holdout_split(ex, 0.1, seed=0) == (train_part, hold) != data.holdout_split(ex, 0.1, seed=1)
+    scores = [data.Example(f"s{i}", "t", float(i % 50) / 10) for i in range(100)]  # STS-B-like scores 0..4.9
+    _, hold = data.holdout_split(scores, 0.2, seed=0)
+    quintile = sorted(e.label for e in scores)[::20]  # lowest score of each quintile
+    assert [sum(q <= e.label < q + 1 for e in hold) for q in quintile] == [4] * 5
+    with pytest.raises(data.DataError, match="--holdout 0.001: leaves 0 of 200"):
+        data.holdout_split(ex, 0.001, seed=0)
