@@ -191,6 +191,25 @@ def k_shot(examples, k, seed):
     return [examples[i] for i in rng.permutation(chosen).tolist()]
 
 
+def holdout_split(examples, fraction, seed):
+    """Set aside a seeded, stratified `fraction` of the training examples for model selection, so that
+    the dev set is only reported. Strata are the classes, or for regression (STS-B) the five quintiles of
+    the score. Returns (train, holdout), each in the original order."""
+    if not 0 < fraction < 1:
+        raise DataError(f"--holdout {fraction}: must be a fraction strictly between 0 and 1")
+    y = np.array([e.label for e in examples])
+    strata = y if np.issubdtype(y.dtype, np.integer) else np.argsort(np.argsort(y, kind="stable")) * 5 // len(y)
+    rng = np.random.default_rng(seed)
+    held = np.zeros(len(y), dtype=bool)
+    for s in np.unique(strata):
+        members = np.flatnonzero(strata == s)
+        held[rng.choice(members, size=round(fraction * len(members)), replace=False)] = True
+    if held.all() or not held.any():
+        raise DataError(f"--holdout {fraction}: leaves {int(held.sum())} of {len(y)} training examples "
+                        "for selection; choose a fraction that leaves both sides non-empty")
+    return [e for e, h in zip(examples, held) if not h], [e for e, h in zip(examples, held) if h]
+
+
 # -----------------------------------------------------------------------------
 # tokenising and batching
 
