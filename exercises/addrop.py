@@ -1,0 +1,231 @@
+# addrop.py with the bodies of its exercises blanked, written by exercises/make.py: fill them in and run
+#     python -m pytest test_addrop.py --impl exercises/addrop.py
+"""
+AD-DROP: Attribution-Driven Dropout (Yang et al., NeurIPS 2022), in one file.
+
+Fine-tuning overfits; ordinary dropout drops units at random. AD-DROP drops the
+self-attention positions that matter MOST for the current prediction, so that the
+model learns to use the rest. One AD-DROP step (Section 2.3, Figure 3):
+
+  1. forward the batch unmasked; pseudo label c~ = argmax of the logits        Eq. 4
+  2. attribution of every attention position: B_l = dF_c~ / dA_l             Eq. 5 (= Eq. 2)
+     (or integrated gradients, Eq. 3; or the ablations of Table 2)
+  3. per row of B: candidates = the top int(n p)-ish positions, each dropped
+     with probability q; the mask M is 0 (keep) or -inf (drop)               Eq. 6-7
+  4. forward again with the masks M_l added inside the softmax (Eq. 1) and
+     backpropagate that loss. (train.py)
+
+Cross-tuning (Algorithm 1) alternates: odd epochs plain fine-tuning, even epochs AD-DROP.
+
+Steps 1-3 need nothing from the model but its attention probabilities A_l (out) and
+per-layer additive masks M_l (in); see model.py.
+"""
+
+import math
+
+import torch
+
+ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
+
+# -----------------------------------------------------------------------------
+# Algorithm 1: which epochs run AD-DROP
+
+def is_addrop_epoch(epoch, cross_tuning=True):
+    """epoch counts from 1. With cross-tuning, epochs 1, 3, 5, ... fine-tune plainly and
+    epochs 2, 4, 6, ... run AD-DROP; without it (Table 2's ablation) every epoch does."""
+    raise NotImplementedError(
+        "Exercise 8 (Algorithm 1, cross-tuning): write is_addrop_epoch in exercises/addrop.py\n"
+        "  checked by lesson 10:\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'cross_tuning'")
+
+# -----------------------------------------------------------------------------
+# steps 1-2: attribution
+
+def objective(logits, labels, regression):
+    """The scalar whose gradient is the attribution.
+    Classification: sum_i F_c~i(x_i), the logit of each example's (pseudo) label (Eq. 5).
+    Regression has no label to pick, so it uses the negative loss -L with the gold
+    score (Appendix A). Summing over the batch is harmless: examples do not interact,
+    so d(sum)/dA of example i is example i's own gradient."""
+    raise NotImplementedError(
+        "Exercise 4 (Eq. 5's F: the pseudo-label logit; -L for regression): write objective in exercises/addrop.py\n"
+        "  checked by lessons 1, 2, 11, 12:\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'finite or backward or gold or regression'")
+
+
+def _unmasked_pass(model, batch, labels):
+    """Step 1: the first, unmasked forward. Runs in eval mode, so that the pseudo label is
+    the model's actual prediction (Eq. 4) and the attribution is not randomised by
+    ordinary dropout. (The paper does not say; the authors' code keeps dropout on here.)
+    Returns logits, labels to attribute (pseudo unless given), and the attention maps."""
+    raise NotImplementedError(
+        "Exercise 3 (Eq. 4, pseudo labels): write _unmasked_pass in exercises/addrop.py\n"
+        "  checked by lessons 1, 2, 11:\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'finite or backward or gold'")
+
+
+def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=None):
+    """Attribution scores B_l (B, H, T, T) for each layer index in `layers`.
+
+    method: "ga" gradient (Eq. 5), "iga" integrated gradient with m steps (Eq. 3),
+            "aa" the attention weights themselves (Table 2). (RD needs no scores: random_mask.)
+    labels: None for pseudo labels (the paper), or the gold labels (Table 2's ablation).
+            Regression always uses the gold score, through the loss.
+    No parameter gradient is computed or left behind: autograd.grad differentiates
+    with respect to the attention maps only, and .grad fields are never touched.
+    """
+    # Exercise 2: runs in eval mode and hands the model back in the mode it came in (lesson 2).
+    #   ga: one forward (_unmasked_pass), one autograd.grad; iga: _integrated_gradients;
+    #   aa: the maps of model.encoder(..., depth=max(layers) + 1), no layer above run (lesson 13).
+    raise NotImplementedError(
+        "Exercise 2 (Eq. 5, all selected layers from ONE backward): write attribute in exercises/addrop.py\n"
+        "  checked by lessons 1, 2, 11-13:\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'finite or backward or gold or regression or ablations'")
+
+
+def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget):
+    """Eq. 3: B_l = A_l / m * sum_{k=1..m} dF(k/m A_l)/dA_l, one layer scaled at a time,
+    the other layers as they are.
+
+    Two savings that change no number: the layers below l do not depend on the scale,
+    so their output x_l is computed once and reused for all m steps and all layers; and
+    the m steps run as one batch of m*B examples (in chunks of at most ig_budget
+    attention entries, to bound memory). By default chunks are large on a GPU, which needs
+    the work to fill it, and small on a CPU, whose cores a single copy already keeps busy:
+    there bigger chunks only outgrow the caches (2 steps per chunk ran 1.6x faster than 10,
+    MiniLM at 16 x 128)."""
+    # Exercise 5: Layer.forward's `scale` (B, 1, 1, 1) multiplies A. Lesson 5 wants the plain loop's
+    #   numbers to 1e-10, however ig_budget cuts the m steps into chunks.
+    raise NotImplementedError(
+        "Exercise 5 (Eq. 3, integrated gradients): write _integrated_gradients in exercises/addrop.py\n"
+        "  checked by lessons 3-5 (and 2, 11):\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'integrated or backward or gold'")
+
+# -----------------------------------------------------------------------------
+# step 3: the mask (Eq. 6-7)
+
+def bernoulli(shape, prob, generator=None, device=None):
+    """A bool tensor of independent Bernoulli(prob) draws: the distribution of
+    torch.rand(shape) < prob, drawn in a fraction of the time when prob is small.
+
+    Instead of one uniform per entry, draw the GAPS between one True and the next along the
+    flattened tensor: each gap is Geometric(prob), 1 + floor(log U / log(1 - prob)) with U
+    uniform on (0, 1], so about prob * numel uniforms do the work of numel (a tenth at AD-DROP's
+    q = 0.1). A round draws enough gaps to pass the end about 98 times in 100; when they fall
+    short, the next round starts where they stopped (gaps are memoryless). Above prob = 0.25
+    one uniform per entry is the cheaper draw, and is used."""
+    if prob > 0.25:
+        return torch.rand(shape, generator=generator, device=device) < prob
+    n = math.prod(shape)
+    out = torch.zeros(n, dtype=torch.bool, device=device)
+    last = -1  # flat index of the last True drawn so far (none yet)
+    while prob > 0 and last < n - 1:
+        mean = (n - 1 - last) * prob  # Trues expected in the rest
+        u = 1 - torch.rand(int(mean + 2 * math.sqrt(mean)) + 1, dtype=torch.float64, generator=generator, device=device)
+        gaps = (u.log() / math.log1p(-prob)).floor().clamp(max=n) + 1  # Geometric(prob), >= 1
+        pos = last + gaps.long().cumsum(0)  # flat indices of the next Trues, increasing
+        out.index_fill_(0, pos[:int(torch.searchsorted(pos, n))], True)  # those before the end
+        last = int(pos[-1])
+    return out.view(shape)
+
+
+def _real_rows(drop, attention_mask):
+    """What drop_mask and random_mask both do last, in place on drop (B, H, T, T):
+    - only real (query, key) pairs are dropped: padding keys are not candidates, and a
+      padding query's row reaches no real position (every later layer gives it zero
+      weight), so its mask would change nothing: it gets none;
+    - the guard: a row that would lose every real key (all -inf: NaN after softmax) keeps
+      them all instead.
+    (The guard's "all" and "and" run on the bytes of the bools, as uint8 min and multiply:
+    the same values, but torch vectorises those and not the bool forms, 3x faster on a CPU.)"""
+    raise NotImplementedError(
+        "Exercise 7 (Eq. 6-7's edge cases: real pairs only, never a whole row): write _real_rows in exercises/addrop.py\n"
+        "  checked by lessons 6, 7, 9, 13:\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'by_hand or recipe or stays or ablations'")
+
+
+def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
+    """The sort-threshold-Bernoulli mask of Eq. 6-7, for one layer.
+
+    scores (B, H, T, T) attribution; attention_mask (B, T) 1 real, 0 padding.
+    Returns M (B, H, T, T) as booleans, True where M_l = -inf (the position is dropped)
+    and False where M_l = 0: the same mask at a quarter of the memory (see model.Layer).
+
+    Per row (example, head, query): sort the n real scores ascending into b^ (n is the
+    row's real length: padding keys are never candidates); the candidate region is
+    every position scoring at or above b^[int(n (1 - p))]; each candidate is dropped
+    with probability q (kept where u ~ Bernoulli(1 - q) is 1). Rows of padding queries
+    are left alone (see _real_rows).
+    low=True is the mirror strategy of Section 2.2: candidates are the LOWEST scores.
+
+    Deliberate edge cases:
+    - p = 0: the index is n, past the end: no candidates. p = 1: index 0: all candidates.
+    - int(n (1 - p)) is computed in integers (p to 6 decimals): in floating point
+      10 * (1 - 0.9) is 0.99999..., and int() would give 0 instead of 1.
+    - ties at the threshold are all candidates ("at or above"), as in the authors' code.
+    - q = 0 drops nothing; q = 1 drops every candidate.
+    - a row whose every real key would be dropped would be NaN after softmax (-inf
+      everywhere). Such a row keeps all its keys instead: AD-DROP cannot ask a query to
+      attend to nothing. (The authors' -10000 makes it uniform over padding too.)
+    """
+    # Exercise 6: draw u as ONE bernoulli((B, H, T, T), q, generator, scores.device), a drop where
+    #   it is True, so that lesson 7 sees its literal recipe's coin flips; end with _real_rows.
+    raise NotImplementedError(
+        "Exercise 6 (Eq. 6-7, the mask): write drop_mask in exercises/addrop.py\n"
+        "  checked by lessons 6-9:\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'by_hand or long_rows or recipe or fraction or stays'")
+
+
+def random_mask(attention_mask, H, p, q, generator=None):
+    """RD, Table 2's random baseline: the candidate region is a random p-fraction of each row
+    and each candidate is dropped with probability q, so every real key is dropped
+    independently with probability p * q (as the authors' code does). Needs no first pass
+    and no selection. Same shape, values and guard as drop_mask."""
+    raise NotImplementedError(
+        "Exercise 9 (Table 2's RD, the random baseline): write random_mask in exercises/addrop.py\n"
+        "  checked by lesson 13:\n"
+        "  python -m pytest test_addrop.py --impl exercises/addrop.py -k 'ablations'")
+
+
+def dropped_fraction(masks, attention_mask):
+    """The fraction of (real query, real key) positions dropped over the masked layers,
+    as a 0-dim tensor (no device sync: the caller decides when to read it)."""
+    Ms = [M for M in masks if M is not None]
+    if not Ms:
+        return torch.zeros((), device=attention_mask.device)
+    dropped = sum(M.count_nonzero() for M in Ms)  # masks drop real (query, key) pairs only
+    n = attention_mask.sum(-1)
+    return dropped / ((n * n).sum() * Ms[0].size(1) * len(Ms))
+
+# -----------------------------------------------------------------------------
+# steps 1-3 together
+
+def parse_layers(spec, L):
+    """'first' -> [0]; 'all' -> 0..L-1; '0,3,5' -> [0, 3, 5]. Raises naming a bad index."""
+    if spec == "first":
+        return [0]
+    if spec == "all":
+        return list(range(L))
+    try:
+        layers = sorted({int(s) for s in str(spec).split(",")})
+    except ValueError:
+        raise ValueError(f"--layers {spec!r}: expected 'first', 'all' or comma-separated indices") from None
+    bad = [l for l in layers if not 0 <= l < L]
+    if bad:
+        raise ValueError(f"--layers {spec!r}: index {bad[0]} out of range for a model with {L} layers (0..{L - 1})")
+    return layers
+
+
+def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False):
+    """Steps 1-3 for one batch: a list of L masks for the second forward (None where a
+    layer is not selected)."""
+    masks = [None] * model.cfg.num_hidden_layers
+    if method == "rd":
+        for l in layers:
+            masks[l] = random_mask(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
+        return masks
+    labels = batch["labels"] if gold else None
+    scores = attribute(model, batch, layers, method, labels, regression, m)
+    for l in layers:
+        masks[l] = drop_mask(scores[l], batch["attention_mask"], p, q, low=low)
+    return masks

