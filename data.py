@@ -6,6 +6,7 @@ Each reader follows the file exactly as GLUE's download script wrote it: split o
 DataError naming the file and line for any row that does not fit. Metrics follow the paper: Matthews correlation
 for CoLA, Pearson for STS-B, accuracy for the rest; they are written out in numpy so there is nothing to install.
 """
+import math
 import os
 import shutil
 import tempfile
@@ -84,8 +85,16 @@ def num_labels(task_name):
 
 
 def resolve_data_dir(arg=None):
-    """--data-dir, else $GLUE_DIR, else data/glue next to this file (not the working directory)."""
-    return Path(arg or os.environ.get("GLUE_DIR") or Path(__file__).resolve().parent / "data" / "glue")
+    """--data-dir, else $GLUE_DIR, else data/glue next to this file (not the working directory).
+    It need not exist yet (ensure_task downloads into it), but it must not be a file."""
+    for source, d in (("--data-dir", arg), ("GLUE_DIR", os.environ.get("GLUE_DIR")),
+                      ("the default data dir", Path(__file__).resolve().parent / "data" / "glue")):
+        if d:
+            d = Path(d)
+            if d.exists() and not d.is_dir():
+                raise DataError(f"{source} {d}: is a file, not a folder; pass the folder that holds the task "
+                                "folders (RTE/, SST-2/, ...)")
+            return d
 
 
 def split_paths(task, data_dir):
@@ -100,11 +109,26 @@ def read_tsv(path, task):
     """One task file -> list[Example]. Every row must have exactly as many columns as the header."""
     names, examples = task.columns, []  # names stays None until the header line is read
     col = None if names is None else {n: i for i, n in enumerate(names)}
-    # utf-8-sig drops MRPC's byte-order mark; newline='\n' so a stray '\r' inside a sentence cannot split a row
-    with open(path, encoding="utf-8-sig", newline="\n") as f:
-        for lineno, line in enumerate(f, start=1):
-            row = line.removesuffix("\n").removesuffix("\r").split("\t")
+    lineno = 0
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataError(f"{path}: cannot read it ({e.strerror})") from None
+    # bytes, split on b'\n' only, so that a stray '\r' inside a sentence cannot split a row, and each line is
+    # decoded alone, so that bytes which are not UTF-8 are reported with their line
+    with f:
+        for lineno, raw_line in enumerate(f, start=1):
             where = f"{path} line {lineno}"
+            try:
+                line = raw_line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                if lineno == 1 and raw_line.startswith((b"\xff\xfe", b"\xfe\xff")):
+                    raise DataError(f"{path}: the file is UTF-16; GLUE files are UTF-8: save it as UTF-8") from None
+                raise DataError(f"{where}: not UTF-8 text (byte 0x{raw_line[e.start]:02x} at byte {e.start + 1} of the "
+                                "line); GLUE files are UTF-8: re-download the file or save it as UTF-8") from None
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")  # MRPC's byte-order mark
+            row = line.removesuffix("\n").removesuffix("\r").split("\t")
             if names is None:  # this is the header line
                 names = row
                 missing = [c for c in (task.text_a, task.text_b, task.label_col) if c and c not in names]
@@ -120,13 +144,15 @@ def read_tsv(path, task):
                     label = float(raw)
                 except ValueError:
                     raise DataError(f"{where}: cannot parse score {raw!r} as a float") from None
+                if not math.isfinite(label):
+                    raise DataError(f"{where}: score {raw!r} is not a finite number")
             elif raw in task.labels:
                 label = task.labels.index(raw)
             else:
                 raise DataError(f"{where}: unknown label {raw!r}; expected one of {task.labels}")
             examples.append(Example(row[col[task.text_a]], row[col[task.text_b]] if task.text_b else None, label))
     if not examples:
-        raise DataError(f"{path}: no examples")
+        raise DataError(f"{path}: no examples " + ("(the file is empty)" if lineno == 0 else "below the header"))
     return examples
 
 
@@ -136,6 +162,8 @@ def load_split(task_name, split, data_dir):
     paths = split_paths(task, data_dir)
     if split not in paths:
         raise DataError(f"unknown split {split!r}; expected 'train' or 'dev'")
+    if paths[split].is_dir():
+        raise DataError(f"{paths[split]}: is a folder, not the {task.name} {split} file")
     if not paths[split].is_file():
         raise DataError(f"{task.name} {split} file not found: {paths[split]} "
                         f"(pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/)")
@@ -146,11 +174,18 @@ def ensure_task(task_name, data_dir, url=None):
     """Download and unpack a task's GLUE archive unless its train and dev files are already there."""
     task, data_dir = get_task(task_name), Path(data_dir)
     folder, needed = data_dir / task.folder, list(split_paths(task, data_dir).values())
+    for p in (data_dir, folder):
+        if p.exists() and not p.is_dir():
+            raise DataError(f"{p}: is a file, not a folder; the data dir holds one folder per task ({task.folder}/)")
+    for split, p in split_paths(task, data_dir).items():
+        if p.is_dir():
+            raise DataError(f"{p}: is a folder, not the {task.name} {split} file")
     if all(p.is_file() for p in needed):
         return folder
     url = url or URLS[_key(task_name)]
     archive, part = data_dir / f"{task.folder}.zip", data_dir / f"{task.folder}.zip.part"
-    reason = f"the archive from {url} did not contain them"
+    reason = None
+    created = not data_dir.exists()
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
         print(f"downloading {url} -> {archive}")
@@ -168,9 +203,14 @@ def ensure_task(task_name, data_dir, url=None):
     except (OSError, ValueError, zipfile.BadZipFile) as e:
         reason = f"getting {url} failed ({e})"
     finally:
-        part.unlink(missing_ok=True)
-        archive.unlink(missing_ok=True)
+        if data_dir.is_dir():
+            part.unlink(missing_ok=True)
+            archive.unlink(missing_ok=True)
+            if created and not any(data_dir.iterdir()):
+                data_dir.rmdir()  # a mistyped --data-dir leaves nothing behind
     if not all(p.is_file() for p in needed):
+        lacking = " and ".join(f"{task.folder}/{p.name}" for p in needed if not p.is_file())
+        reason = reason or f"the archive from {url} did not contain {lacking}"
         raise DataError(f"{task.name} data missing: expected {' and '.join(map(str, needed))}; {reason}. "
                         f"Get the GLUE data (e.g. with GLUE's download_glue_data.py) and pass --data-dir or "
                         f"set GLUE_DIR to the folder that holds {task.folder}/")
@@ -186,7 +226,7 @@ def k_shot(examples, k, seed):
     for c in sorted({e.label for e in examples}):
         members = [i for i, e in enumerate(examples) if e.label == c]
         if len(members) < k:
-            raise DataError(f"class {c} has only {len(members)} examples, fewer than k={k}")
+            raise DataError(f"--shots {k}: class {c} has only {len(members)} training examples, fewer than k={k}")
         chosen.extend(rng.choice(members, size=k, replace=False).tolist())
     return [examples[i] for i in rng.permutation(chosen).tolist()]
 
@@ -213,16 +253,48 @@ def holdout_split(examples, fraction, seed):
 # -----------------------------------------------------------------------------
 # tokenising and batching
 
-def load_tokenizer(weights_dir, max_len):
-    """The model's own tokenizer.json; its post-processor adds the special tokens and the type ids."""
+def load_tokenizer(weights_dir, max_len, vocab_size=None):
+    """The model's own tokenizer.json; its post-processor adds the special tokens and the type ids.
+    vocab_size (the model's word embedding rows), when given, must cover every token id."""
     from tokenizers import Tokenizer
     path = Path(weights_dir) / "tokenizer.json"
     if not path.is_file():
-        raise DataError(f"tokenizer not found: {path}")
-    tok = Tokenizer.from_file(str(path))
+        raise DataError(f"tokenizer {'is not a file' if path.exists() else 'not found'}: {path} (a weights folder "
+                        "holds config.json, model.safetensors and tokenizer.json; see weights/README.md)")
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # the tokenizers library raises a bare Exception
+        raise DataError(f"{path}: {_not_a_tokenizer(path, e)}") from None
+    try:
+        pad_token_id(tok)
+    except DataError as e:
+        raise DataError(f"{path}: {e}") from None
+    if vocab_size is not None:
+        top = max(tok.get_vocab(with_added_tokens=True).values())
+        if top >= vocab_size:
+            raise DataError(f"{path}: token ids reach {top}, but the model has {vocab_size} word embeddings "
+                            "(config.json vocab_size): this tokenizer belongs to another model")
+    specials = tok.num_special_tokens_to_add(is_pair=True)
+    if max_len < specials + 2:  # below that, tokenizers silently gives up truncating and returns longer inputs
+        raise DataError(f"--max-len {max_len}: too short; the tokenizer adds {specials} special tokens to a sentence "
+                        f"pair, so use at least {specials + 2}")
     tok.no_padding()  # tokenizer.json files often pad to a fixed length; batches() pads to the batch's longest
     tok.enable_truncation(max_len, strategy="longest_first")  # trims the longer sentence of a pair first
     return tok
+
+
+def _not_a_tokenizer(path, error):
+    """Why a tokenizer.json did not load, in words: not JSON, JSON of something else, or the library's reason."""
+    import json
+    try:
+        obj = json.loads(path.read_bytes())
+    except UnicodeDecodeError:
+        return "not a tokenizer: its bytes are not UTF-8 text"
+    except json.JSONDecodeError as e:
+        return f"not a tokenizer: not valid JSON (line {e.lineno} column {e.colno}: {e.msg})"
+    if not (isinstance(obj, dict) and "model" in obj):
+        return "valid JSON, but not a tokenizer (a tokenizer.json is an object with a 'model' entry)"
+    return f"the tokenizers library cannot read it ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
 
 
 def pad_token_id(tok):

@@ -234,7 +234,7 @@ def test_download_archive_folder_named_differently(tmp_path):
 def test_download_archive_without_the_files(tmp_path):
     """An archive that lacks the task's files is an error naming the expected paths, not a silent success."""
     url = zip_of(tmp_path / "x.zip", {"README": "nothing here"}).as_uri()
-    with pytest.raises(DataError, match="did not contain them") as e:
+    with pytest.raises(DataError, match="did not contain CoLA/train.tsv and CoLA/dev.tsv") as e:
         data.ensure_task("cola", tmp_path / "glue", url=url)
     assert str(tmp_path / "glue" / "CoLA" / "dev.tsv") in str(e.value)
 
