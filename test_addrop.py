@@ -10,6 +10,17 @@ autograd, finite differences or a literal re-implementation of the paper's recip
 
     python -m pytest -q test_addrop.py                  # all lessons (a few seconds on a CPU)
     python -m pytest -q test_addrop.py -k completeness  # one lesson
+
+As exercises: exercises/addrop.py is addrop.py with the core bodies blanked (exercises/make.py
+writes it; README.md, section Exercises, gives their order and tolerances). Fill them in and run
+the lessons on your file:
+
+    python -m pytest test_addrop.py --impl exercises/addrop.py -x
+
+--impl (conftest.py) imports the file as the module of its name before this file is imported,
+so `import addrop` below gets yours (`--impl exercises/model.py` likewise swaps in your model).
+A lesson that reaches a body not written yet fails with that exercise's message alone: its
+number, its equation, and the command that runs only its lessons.
 """
 
 import math
