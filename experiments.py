@@ -1,17 +1,20 @@
 """
-The paper's analyses in miniature, with plots. Every training run is one train.run() call.
+The paper's analyses in miniature, with plots, and the comparison a reviewer would ask for. Every training
+run is one train.run() call.
 
     python experiments.py prior   --data-dir ../shared/glue   # Sec. 2.2, Fig. 2: loss curves of four drop strategies
     python experiments.py grid    --data-dir ../shared/glue   # Fig. 6 p/q heatmap and Fig. 4 cross-tuning ablation
     python experiments.py seeds   --data-dir ../shared/glue   # Tables 3 and 5: mean +- std over seeds, few-shot
     python experiments.py figure1 --data-dir ../shared/glue   # Fig. 1: A, B and the dropped positions of one head
     python experiments.py all     --data-dir ../shared/glue   # the four commands above, one after another
+    python experiments.py compare --data-dir ../shared/glue   # does AD-DROP help? paired seeds, dev only reported
 
 What the cpu presets run, and their wall time on 2 CPU cores shared with other jobs (--threads 1):
     prior    MRPC, first 240 training examples, 5 epochs, 4 runs                           14 min
     grid     SST-2, first 160, 3 epochs, 3x3 grid with and without cross-tuning, 19 runs    17 min
     seeds    SST-2, 16- and 64-shot, 3 seeds, fine-tuning and AD-DROP, 12 runs              15 min
     figure1  SST-2, a model fine-tuned on the first 192 for 2 epochs, then one example       1 min
+    compare  the tasks of PRESETS["cpu"]["compare"], 5 seeds x 4 methods per task
 
 --scale cpu (the default) runs a miniature with the default all-MiniLM-L6-v2 that finishes in minutes on a
 laptop CPU: a few hundred training examples, at most 64 tokens, 3-6 epochs, SST-2 scored on the first 400 of
@@ -21,27 +24,53 @@ training sets, the 9x9 grid, 20 epochs with early stopping (patience 5):
 
     python experiments.py all --scale gpu --data-dir ../shared/glue --out runs/gpu
     python experiments.py seeds --scale gpu --data-dir ../shared/glue --out runs/gpu --task rte --shots full
+    python experiments.py compare --scale gpu --data-dir ../shared/glue --out runs/gpu
 
-Any preset can be overridden: --task, --epochs, --limit, --max-len, --lr, --batch-size, --seeds N,
---shots 16,64,256 (or full), --values 0.1,0.5,0.9 (the p and q of the grid), --p/--q (seeds and figure1),
---dev-limit N (0: the whole dev set).
+Any preset can be overridden: --task (compare: a list, rte,mrpc), --epochs, --limit, --max-len, --lr,
+--batch-size, --seeds N, --shots 16,64,256 (or full), --values 0.1,0.5,0.9 (the p and q of the grid),
+--p/--q (seeds, figure1 and compare), --dev-limit N (0: the whole dev set), --holdout F, --patience N.
+
+compare: plain fine-tuning against AD-DROP with GA, RD and AA attribution, on the same seeds (a seed gives
+every method the same data order and head init). p and q are Table 4's for the model type and task and
+the layers train.py's per-task default, all fixed before any run. Every run holds out a stratified part of
+its training set (--holdout) to pick its best epoch; the GLUE dev set is only reported, at that epoch. The
+tables give mean +- std per method, the paired difference from fine-tuning per seed with its 95% t
+interval and wins/ties/losses, the seeds needed where the interval includes zero, and dev loss per epoch.
+
+Sharding: --shard K/N runs only the K-th of N disjoint slices of an analysis's runs, so that N copies can run
+side by side and share the output folder. The runs are dealt like cards after a fixed shuffle (seed 0) of
+the analysis's list of runs, so each shard gets about len/N runs and a mix of cheap and costly ones; the
+deal depends only on the run list and N. Every copy, and a last one without --shard, reads all finished
+runs back from --out and writes the tables and figures from them, saying how many are still missing.
+
+    python experiments.py compare --scale gpu --out runs/gpu                              # one GPU
+    for k in 1 2 3 4 5 6 7 8; do CUDA_VISIBLE_DEVICES=$((k-1)) python experiments.py compare --scale gpu \\
+        --out runs/gpu --shard $k/8 > shard$k.log 2>&1 & done; wait                       # 8 GPUs, one machine
+    sbatch --array=1-8 --gres=gpu:1 --wrap 'python experiments.py compare --scale gpu --out runs/gpu \\
+        --shard $SLURM_ARRAY_TASK_ID/8'                                                   # a Slurm array
 
 Outputs: under --out, each analysis writes ANALYSIS_TASK.png and ANALYSIS_TASK.csv/.json (the grid: two
-figures, _heatmap and _cross_tuning), and keeps one folder per training run in --out/ANALYSIS_TASK/, named by
-its settings. A rerun resumes: a run whose metrics.json says "finished" with the same settings is read back,
-not retrained; the tables are rewritten after every run, so an interrupted sweep loses no finished run.
+figures, _heatmap and _cross_tuning; compare: compare.png, compare.csv, compare_runs.csv, compare_epochs.csv
+and compare.json), and keeps one folder per training run in --out/ANALYSIS_TASK/, named by its settings. A
+rerun resumes: a run whose metrics.json says "finished" with the same settings is read back, not retrained,
+and a run that was stopped after an epoch continues from its train_state.pt (train.py --resume). Start a
+run without --shard only when no shard is running: it trains whatever is missing.
 
 Honest reporting: p and q in the grid are picked on the same dev set that is reported (as in the paper),
-and every score is the best dev epoch of its run (early stopping on dev, as in the paper).
+and every score of prior, grid and seeds is the best dev epoch of its run (early stopping on dev, as in the
+paper). compare never selects anything on dev.
 """
 
 import argparse
 import csv
 import json
 import math
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -51,7 +80,8 @@ import data
 import model as modeling
 import train
 
-# the miniature (cpu) and the paper's scale (gpu); None means train.py's default (Table 4)
+# the miniature (cpu) and the paper's scale (gpu); None means train.py's default (Table 4).
+# compare's "tasks" maps each task to its own overrides of the analysis-wide values beside it.
 PRESETS = {
     "cpu": {
         "weights": None,  # all-MiniLM-L6-v2
@@ -60,6 +90,9 @@ PRESETS = {
                         values=[0.1, 0.5, 0.9]),
         "seeds":   dict(task="sst2", shots=[16, 64], seeds=3, max_len=64, epochs=6, lr=1e-4, dev_limit=400),
         "figure1": dict(task="sst2", limit=192, max_len=64, epochs=2, lr=1e-4),
+        # placeholder until the tasks MiniLM clearly learns are measured; patience = epochs: full curves
+        "compare": dict(seeds=5, epochs=5, patience=5, lr=5e-5, holdout=0.2, max_len=64,
+                        tasks={"sst2": dict(limit=1000, dev_limit=400), "mrpc": dict(limit=1000), "rte": {}}),
     },
     "gpu": {
         "weights": "roberta-base",
@@ -68,26 +101,43 @@ PRESETS = {
                         values=[round(0.1 * i, 1) for i in range(1, 10)]),
         "seeds":   dict(task="sst2", shots=[16, 64, 256], seeds=5, max_len=None, epochs=20, lr=None),
         "figure1": dict(task="sst2", limit=None, max_len=None, epochs=2, lr=None),
+        "compare": dict(seeds=5, epochs=20, patience=5, holdout=0.1,
+                        tasks={"rte": {}, "mrpc": {}, "cola": {}, "stsb": {}}),
     },
 }
 # these args may differ between a finished run and its rerun without making the result stale
-IRRELEVANT = ("out", "data_dir", "device", "log_interval", "no_checkpoint", "threads")
+IRRELEVANT = ("out", "data_dir", "device", "log_interval", "no_checkpoint", "threads", "resume")
 
 
-def setting(args, analysis, key):
-    """A command-line value where one was given, else the preset of --scale."""
+class Run(NamedTuple):
+    name: str   # its folder under the analysis's output folder
+    argv: list  # train.py flags
+    info: dict  # where its result goes in the tables: method, seed, p, q, ...
+
+
+def tasks(args, analysis):
+    preset = PRESETS[args.scale][analysis]
+    return args.tasks or list(preset.get("tasks") or [preset["task"]])
+
+
+def setting(args, analysis, key, task=None):
+    """A command-line value where one was given, else the task's value in the preset of --scale, else the
+    analysis's."""
     v = getattr(args, key, None)
-    return v if v is not None else PRESETS[args.scale][analysis].get(key)
+    if v is not None:
+        return v
+    preset = PRESETS[args.scale][analysis]
+    return preset.get("tasks", {}).get(task, {}).get(key, preset.get(key))
 
 
-def train_flags(args, analysis, **extra):
-    """The train.py flags shared by the runs of one analysis, plus run-specific ones."""
-    flags = {"task": setting(args, analysis, "task"), "epochs": setting(args, analysis, "epochs"),
-             "limit": setting(args, analysis, "limit"), "max_len": setting(args, analysis, "max_len"),
-             "lr": setting(args, analysis, "lr"), "batch_size": args.batch_size,
-             "dev_limit": setting(args, analysis, "dev_limit") or None, "threads": args.threads,
-             "weights": args.weights or PRESETS[args.scale]["weights"],
-             "data_dir": args.data_dir, "device": args.device, **extra}
+def train_flags(args, analysis, task, **extra):
+    """The train.py flags of one run: the analysis's settings for this task, then run-specific ones."""
+    flags = {k: setting(args, analysis, k, task) for k in
+             ("epochs", "limit", "max_len", "lr", "batch_size", "holdout", "patience", "dtype")}
+    flags.update(task=task, dev_limit=setting(args, analysis, "dev_limit", task) or None, threads=args.threads,
+                 weights=args.weights or PRESETS[args.scale]["weights"], data_dir=args.data_dir,
+                 device=args.device, no_checkpoint=True)
+    flags.update(extra)
     argv = []
     for k, v in flags.items():
         if v is True:
@@ -99,54 +149,129 @@ def train_flags(args, analysis, **extra):
 
 def output_base(args, analysis):
     """OUT/ANALYSIS_TASK: the runs go in this folder, the figures and tables next to it with its name."""
-    return Path(args.out) / f"{analysis}_{setting(args, analysis, 'task')}"
+    return Path(args.out) / f"{analysis}_{tasks(args, analysis)[0]}"
 
 
-def model_type(args):
-    """bert or roberta: which of Table 4's p, q to use."""
-    weights = modeling.resolve_weights(args.weights or PRESETS[args.scale]["weights"])
-    if not (weights / "config.json").is_file():
-        raise modeling.WeightsError(f"weights: {weights / 'config.json'} does not exist; see weights/README.md")
-    return modeling.Config.from_json(weights / "config.json").model_type
+def model_config(args, folder=None):
+    """The config of a model folder, by default that of --weights (or the preset's)."""
+    folder = Path(folder) if folder else modeling.resolve_weights(args.weights or PRESETS[args.scale]["weights"])
+    if not (folder / "config.json").is_file():
+        raise modeling.WeightsError(f"weights: {folder / 'config.json'} does not exist; see weights/README.md")
+    return modeling.Config.from_json(folder / "config.json")
+
+
+def table4_pq(args, task):
+    """Table 4's p and q for the task and the model type (bert or roberta), unless --p/--q say otherwise."""
+    t4 = train.SETTINGS[task][model_config(args).model_type]
+    return (args.p if args.p is not None else t4["p"]), (args.q if args.q is not None else t4["q"])
+
+# -----------------------------------------------------------------------------
+# one run, read back or trained; a sweep of runs, sharded
+
+def train_args(run_dir, argv, resume=False):
+    return train.parse_args(argv + ["--out", str(run_dir), "--log-interval", "1000000"] + ["--resume"] * resume)
+
+
+def same_settings(old_args, targs):
+    # a flag that train.py gained after the run was written counts as unchanged
+    return all(old_args.get(k, v) == v for k, v in vars(targs).items() if k not in IRRELEVANT)
+
+
+def read_back(run_dir, targs):
+    """The result of the run in run_dir if it finished with targs's settings, or failed with them; else None."""
+    for name in ("metrics.json", "failed.json"):
+        f = Path(run_dir) / name
+        if f.exists():
+            old = json.loads(f.read_text())
+            if same_settings(old["args"], targs) and (name == "failed.json" or old.get("finished")):
+                return old
+    return None
 
 
 def run_once(run_dir, argv, label):
-    """One training run into run_dir, or its metrics.json read back if it already finished with the same
-    settings. Returns the result dict; a run that train.py stops with an error (a NaN loss) returns
-    {"error": ...} and is not retried on a rerun."""
+    """One training run into run_dir, or its result read back if it already finished with the same settings.
+    A run stopped after an epoch continues from its train_state.pt (--resume), unless its metrics.json says
+    it was made with other settings: then it starts again. A run that diverges (train.py exits on a
+    non-finite loss) returns {"error": ...} and is not retried on a rerun."""
     run_dir = Path(run_dir)
-    targs = train.parse_args(argv + ["--out", str(run_dir), "--no-checkpoint", "--log-interval", "1000000"])
-    want = {k: v for k, v in vars(targs).items() if k not in IRRELEVANT}
-    for name in ("metrics.json", "failed.json"):
-        f = run_dir / name
-        if f.exists():
-            old = json.loads(f.read_text())
-            # a flag that train.py gained after the run was written counts as unchanged
-            same = all(old["args"].get(k, v) == v for k, v in want.items())
-            if same and (name == "failed.json" or old.get("finished")):
-                print(f"  {label}: done before, read back from {f}")
-                return old
-            if not same:
-                print(f"  {label}: settings changed since {f} was written; training again")
-    print(f"  {label}: training ({' '.join(argv)})", flush=True)
+    targs = train_args(run_dir, argv)
+    if (res := read_back(run_dir, targs)) is not None:
+        print(f"  {label}: done before, read back from {run_dir}")
+        return res
+    # train.py writes the state, then metrics.json, after each epoch: metrics.json says whose state it is
+    metrics = run_dir / "metrics.json"
+    stale = metrics.exists() and not same_settings(json.loads(metrics.read_text())["args"], targs)
+    resume = (run_dir / train.STATE).exists() and not stale
+    if stale:
+        print(f"  {label}: settings changed since {metrics} was written; training again")
+    print(f"  {label}: {'resuming' if resume else 'training'} ({' '.join(argv)})", flush=True)
+    targs = train_args(run_dir, argv, resume)
     try:
         return train.run(targs)
-    except SystemExit as e:  # train.py exits on a non-finite loss; one diverged run must not end a sweep
+    except SystemExit as e:
+        if "training loss is" not in str(e.code):  # a setup error would stop every run: stop the sweep
+            raise
         failed = {"args": vars(targs), "error": str(e.code), "best_metric": float("nan"), "history": []}
         run_dir.mkdir(parents=True, exist_ok=True)
-        train.write_json(run_dir / "failed.json", failed)
+        write_json(run_dir / "failed.json", failed)
         print(f"  {label}: FAILED: {e.code}")
         return failed
 
 
+def shard_of(runs, shard):
+    """Shard K of N (K from 1): the runs dealt to seat K when the list, shuffled with seed 0, is dealt
+    round-robin to N seats; kept in list order. Over K = 1..N the shards are a disjoint cover of runs."""
+    if shard is None:
+        return list(runs)
+    k, n = shard
+    order = np.random.default_rng(0).permutation(len(runs))
+    return [runs[i] for i in sorted(order[k - 1::n].tolist())]
+
+
+def sweep(args, analysis, base, runs, report):
+    """Train this process's shard of runs, then build the tables and figures from every finished run on disk."""
+    mine = shard_of(runs, args.shard)
+    if args.shard:
+        print(f"  shard {args.shard[0]}/{args.shard[1]}: {len(mine)} of the {len(runs)} runs")
+    for i, r in enumerate(mine, 1):
+        run_once(base / r.name, r.argv, f"[{i}/{len(mine)}] {r.name}")
+    results = [read_back(base / r.name, train_args(base / r.name, r.argv)) for r in runs]
+    missing = sum(res is None for res in results)
+    if missing:
+        print(f"{analysis}: {missing} of {len(runs)} runs not finished yet (other shards, or stopped); "
+              f"the tables below are from the {len(runs) - missing} finished ones")
+    report(args, base, runs, results)
+
+# -----------------------------------------------------------------------------
+# tables and figures, written whole even when shards finish at the same time
+
+def atomic_write(path, write):
+    """write(tmp) into a temporary file of its own, then rename it to path. Shards finishing together write
+    the same tables; a unique name (mkstemp), on one machine or several over a shared folder, keeps one from
+    renaming the other's half-written file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def write_csv(path, rows):
-    """Rows (a list of dicts with the same keys) to CSV, through a temporary file like train.write_json."""
-    tmp = Path(str(path) + ".tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    tmp.replace(path)
+    """Rows (a list of dicts) to CSV, a column per key of any row; nothing is written without rows."""
+    def write(tmp):
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for row in rows for k in row)))
+            w.writeheader()
+            w.writerows(rows)
+    if rows:
+        atomic_write(path, write)
+
+
+def write_json(path, obj):
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(obj, indent=2)))
 
 
 def plt_figure(*a, **kw):
@@ -156,8 +281,20 @@ def plt_figure(*a, **kw):
     return plt, *plt.subplots(*a, **kw)
 
 
+def save_figure(fig, path, **kw):
+    import matplotlib.pyplot as plt
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", **kw))
+    plt.close(fig)
+
+
 def fmt(x, scale=100):
     return "nan" if x is None or not math.isfinite(x) else f"{scale * x:.1f}"
+
+
+def mean_std(values):
+    """Mean and sample std (n - 1) of the finite values; nan where there are too few."""
+    s = np.array([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    return (float(s.mean()) if len(s) else math.nan), (float(s.std(ddof=1)) if len(s) > 1 else math.nan)
 
 # -----------------------------------------------------------------------------
 # 1. the prior experiment (Section 2.2, Figure 2)
@@ -170,74 +307,79 @@ STRATEGIES = {  # name -> train.py flags; all in the first layer at rate 0.3 (p=
 }
 
 
-def prior(args):
-    base = output_base(args, "prior")
-    epochs = setting(args, "prior", "epochs")
-    rows, results = [], {}
-    for i, (name, flags) in enumerate(STRATEGIES.items(), 1):
-        # every epoch drops (no cross-tuning), only the first layer, and no early stop: the full curves
-        argv = train_flags(args, "prior", seed=args.seed, layers="first", no_cross_tuning=True,
-                           patience=epochs, **flags)
-        res = run_once(base / name.replace(" ", "_"), argv, f"[{i}/{len(STRATEGIES)}] {name}")
-        results[name] = res
-        rows += [{"strategy": name, "epoch": h["epoch"], "train_loss": round(h["train_loss"], 5),
-                  "dev_loss": round(h["dev_loss"], 5), "dev_metric": round(h["metric"], 5),
-                  "dropped": round(h["dropped"], 4)} for h in res["history"]]
-        write_csv(f"{base}.csv", rows)
+def plan_prior(args):
+    task, epochs = tasks(args, "prior")[0], setting(args, "prior", "epochs")
+    # every epoch drops (no cross-tuning), only the first layer, and no early stop: the full curves
+    return output_base(args, "prior"), [
+        Run(name.replace(" ", "_"), train_flags(args, "prior", task, seed=args.seed, layers="first",
+                                                no_cross_tuning=True, patience=epochs, **flags), {"strategy": name})
+        for name, flags in STRATEGIES.items()]
+
+
+def report_prior(args, base, runs, results):
+    done = {r.info["strategy"]: res for r, res in zip(runs, results) if res is not None}
+    rows = [{"strategy": name, "epoch": h["epoch"], "train_loss": round(h["train_loss"], 5),
+             "dev_loss": round(h["dev_loss"], 5), "dev_metric": round(h["metric"], 5),
+             "dropped": round(h["dropped"], 4)} for name, res in done.items() for h in res["history"]]
+    write_csv(f"{base}.csv", rows)
     plt, fig, axes = plt_figure(1, 2, figsize=(9, 3.4))
-    for name, res in results.items():
+    for name, res in done.items():
         ep = [h["epoch"] for h in res["history"]]
         axes[0].plot(ep, [h["train_loss"] for h in res["history"]], marker="o", ms=3, label=name)
         axes[1].plot(ep, [h["dev_loss"] for h in res["history"]], marker="o", ms=3, label=name)
-    task = data.get_task(setting(args, "prior", "task")).name
+    task = data.get_task(tasks(args, "prior")[0]).name
     for ax, what in zip(axes, ("training loss (of the masked forward)", "dev loss")):
         ax.set(xlabel="epoch", ylabel="loss", title=f"{task}: {what}")
-        ax.set_xticks(range(1, max(len(r["history"]) for r in results.values()) + 1))
+        ax.set_xticks(range(1, max((len(r["history"]) for r in done.values()), default=1) + 1))
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(f"{base}.png", dpi=110)
+    save_figure(fig, f"{base}.png", dpi=110)
     print(f"prior: wrote {base}.png and {base}.csv")
-    print(f"  {'strategy':<17} " + " ".join(f"ep{h['epoch']} train/dev" for h in results['no dropping']['history']))
-    for name, res in results.items():
-        print(f"  {name:<17} " + " ".join(f"{h['train_loss']:.3f}/{h['dev_loss']:.3f}" for h in res["history"]))
+    for name, res in done.items():
+        print(f"  {name:<17} train/dev loss per epoch: "
+              + " ".join(f"{h['train_loss']:.3f}/{h['dev_loss']:.3f}" for h in res["history"]))
 
 # -----------------------------------------------------------------------------
 # 2 and 3. p/q sensitivity (Figure 6) and the cross-tuning ablation (Figure 4)
 
-def grid(args):
-    base = output_base(args, "grid")
+def plan_grid(args):
+    task = tasks(args, "grid")[0]
     values = args.values or PRESETS[args.scale]["grid"]["values"]
-    task = setting(args, "grid", "task")
-    runs = [("baseline", dict(p=0), None, None, None)]
+    runs = [Run("baseline", train_flags(args, "grid", task, seed=args.seed, p=0), {})]
     for ct in (True, False):
         for p in values:
             for q in values:
-                name = f"p{p}_q{q}_{'ct' if ct else 'noct'}"
-                runs.append((name, dict(p=p, q=q, no_cross_tuning=not ct), p, q, ct))
-    rows, ft = [], None  # ft: the plain fine-tuning score
-    for i, (name, flags, p, q, ct) in enumerate(runs, 1):
-        res = run_once(base / name, train_flags(args, "grid", seed=args.seed, **flags), f"[{i}/{len(runs)}] {name}")
-        if name == "baseline":
-            ft = res["best_metric"]
-            continue
-        rows.append({"p": p, "q": q, "cross_tuning": ct, "best_dev": round(res["best_metric"], 5),
-                     "minus_baseline": round(res["best_metric"] - ft, 5), "best_epoch": res.get("best_epoch"),
-                     "seconds": round(res.get("seconds", 0), 1)})
-        write_csv(f"{base}.csv", rows)
+                runs.append(Run(f"p{p}_q{q}_{'ct' if ct else 'noct'}",
+                                train_flags(args, "grid", task, seed=args.seed, p=p, q=q, no_cross_tuning=not ct),
+                                {"p": p, "q": q, "cross_tuning": ct}))
+    return output_base(args, "grid"), runs
 
+
+def report_grid(args, base, runs, results):
+    task = tasks(args, "grid")[0]
+    values = args.values or PRESETS[args.scale]["grid"]["values"]
+    ft = results[0]["best_metric"] if results[0] is not None else math.nan  # plain fine-tuning
+    rows = [{**r.info, "best_dev": round(res["best_metric"], 5), "minus_baseline": round(res["best_metric"] - ft, 5),
+             "best_epoch": res.get("best_epoch"), "seconds": round(res.get("seconds", 0), 1)}
+            for r, res in zip(runs[1:], results[1:]) if res is not None]
+    write_csv(f"{base}.csv", rows)
     metric = data.get_task(task).metrics[0]
-    summary = {"task": task, "metric": metric, "dev_limit": setting(args, "grid", "dev_limit"), "baseline": ft, "values": values,
+    dev_limit = setting(args, "grid", "dev_limit")
+    summary = {"task": task, "metric": metric, "dev_limit": dev_limit, "baseline": ft, "values": values,
+               "cells_missing": sum(res is None for res in results[1:]),
                "note": "p and q are picked on the same dev set that is reported, as in the paper; "
                        "each score is the best dev epoch of one run (one seed)"}
     for ct in (True, False):
-        s = np.array([r["best_dev"] for r in rows if r["cross_tuning"] is ct], dtype=float)
-        best = max((r for r in rows if r["cross_tuning"] is ct), key=lambda r: r["best_dev"])
+        cells = [r for r in rows if r["cross_tuning"] is ct]
+        s = np.array([r["best_dev"] for r in cells], dtype=float)
+        best = max(cells, key=lambda r: r["best_dev"], default=None)
         summary["with" if ct else "without"] = {
-            "mean": float(np.nanmean(s)), "std": float(np.nanstd(s)), "min": float(np.nanmin(s)),
+            "mean": mean_std(s)[0], "std": float(np.std(s)) if len(s) else math.nan,
+            "min": float(s.min()) if len(s) else math.nan,
             "cells_above_baseline": int((s > ft).sum()), "cells": len(s),
-            "best": {"p": best["p"], "q": best["q"], "dev": best["best_dev"]}}
-    train.write_json(f"{base}.json", summary)
+            "best": best and {"p": best["p"], "q": best["q"], "dev": best["best_dev"]}}
+    write_json(f"{base}.json", summary)
 
     # Figure 6: metric minus baseline, rows p, columns q. The paper rescales with MaxAbsScaler to [-1, 1];
     # a colour scale symmetric around 0 shows the same picture, and the cells keep the real points.
@@ -245,7 +387,7 @@ def grid(args):
     D = np.full((2, n, n), np.nan)  # [with, without] cross-tuning, rows p, columns q
     for r in rows:
         D[0 if r["cross_tuning"] else 1, values.index(r["p"]), values.index(r["q"])] = 100 * r["minus_baseline"]
-    lim = np.nanmax(np.abs(D)) or 1.0
+    lim = np.nanmax(np.abs(D), initial=0, where=np.isfinite(D)) or 1.0
     size = 2.2 + 0.45 * n
     plt, fig, axes = plt_figure(1, 2, figsize=(2 * size + 1.0, size + 0.3))
     for k, ax in enumerate(axes):
@@ -259,10 +401,9 @@ def grid(args):
                 for b in range(n):
                     ax.text(b, a, f"{D[k, a, b]:+.1f}", ha="center", va="center", fontsize=7 if n > 5 else 9)
     fig.colorbar(im, ax=axes, fraction=0.046)
-    fig.suptitle(f"{data.get_task(task).name}: AD-DROP minus fine-tuning ({100 * ft:.1f}), dev {metric} points"
-                 f"{f' (first {dev_limit} dev examples)' if (dev_limit := setting(args, 'grid', 'dev_limit')) else ''}",
-                 fontsize=10)
-    fig.savefig(f"{base}_heatmap.png", dpi=100, bbox_inches="tight")
+    fig.suptitle(f"{data.get_task(task).name}: AD-DROP minus fine-tuning ({fmt(ft)}), dev {metric} points"
+                 f"{f' (first {dev_limit} dev examples)' if dev_limit else ''}", fontsize=10)
+    save_figure(fig, f"{base}_heatmap.png", dpi=100, bbox_inches="tight")
 
     # Figure 4: one point per (p, q), with and without cross-tuning
     rng = np.random.default_rng(0)
@@ -270,9 +411,10 @@ def grid(args):
     for x, ct in enumerate((True, False)):
         s = np.array([100 * r["best_dev"] for r in rows if r["cross_tuning"] is ct])
         ax.scatter(x + rng.uniform(-0.12, 0.12, len(s)), s, s=18, alpha=0.8, color=f"C{x}")
-        ax.errorbar(x + 0.25, np.nanmean(s), yerr=np.nanstd(s), fmt="o", color="k", capsize=3, ms=4,
-                    label="mean ± std" if x == 0 else None)
-    ax.axhline(100 * ft, color="gray", ls="--", lw=1, label=f"fine-tuning {100 * ft:.1f}")
+        if len(s):
+            ax.errorbar(x + 0.25, s.mean(), yerr=s.std(), fmt="o", color="k", capsize=3, ms=4,
+                        label="mean ± std" if x == 0 else None)
+    ax.axhline(100 * ft, color="gray", ls="--", lw=1, label=f"fine-tuning {fmt(ft)}")
     ax.set_xticks([0, 1], ["with\ncross-tuning", "without\ncross-tuning"])
     ax.set_xlim(-0.5, 1.5)
     ax.set(ylabel=f"dev {metric} (best epoch)")
@@ -280,55 +422,55 @@ def grid(args):
     ax.legend(fontsize=8, loc="lower left")
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
-    fig.savefig(f"{base}_cross_tuning.png", dpi=110)
+    save_figure(fig, f"{base}_cross_tuning.png", dpi=110)
     print(f"grid: wrote {base}_heatmap.png, {base}_cross_tuning.png, {base}.csv and {base}.json")
     print(f"  fine-tuning baseline {fmt(ft)}")
     for key in ("with", "without"):
         s = summary[key]
+        best = f"best {fmt(s['best']['dev'])} at p={s['best']['p']} q={s['best']['q']} (picked on dev)" \
+            if s["best"] else "no cell finished"
         print(f"  {key:<7} cross-tuning: mean {fmt(s['mean'])} +- {fmt(s['std'])}, min {fmt(s['min'])}, "
-              f"{s['cells_above_baseline']}/{s['cells']} cells above FT, best {fmt(s['best']['dev'])} "
-              f"at p={s['best']['p']} q={s['best']['q']} (picked on dev)")
+              f"{s['cells_above_baseline']}/{s['cells']} cells above FT, {best}")
 
 # -----------------------------------------------------------------------------
 # 4. repeated runs and few-shot (Tables 3 and 5)
 
-def seeds(args):
-    base = output_base(args, "seeds")
-    task = setting(args, "seeds", "task")
-    n_seeds = setting(args, "seeds", "seeds")
-    shots_list = args.shots or PRESETS[args.scale]["seeds"]["shots"]
-    t4 = train.SETTINGS[task][model_type(args)]  # the p, q of Table 4
-    p, q = t4["p"], t4["q"]
-    p, q = args.p if args.p is not None else p, args.q if args.q is not None else q
-    methods = {"fine-tuning": dict(p=0), f"AD-DROP p={p} q={q}": dict(p=p, q=q)}
-    scores = {}  # (method, shots) -> [best dev per seed]
-    total, i = len(shots_list) * len(methods) * n_seeds, 0
-    for shots in shots_list:
-        limit = setting(args, "seeds", "limit")
+def plan_seeds(args):
+    task = tasks(args, "seeds")[0]
+    p, q = table4_pq(args, task)
+    limit = setting(args, "seeds", "limit")
+    runs = []
+    for shots in args.shots or PRESETS[args.scale]["seeds"]["shots"]:
         col = f"{shots}-shot" if shots != "full" else f"first {limit}" if limit else "full data"
-        for method, flags in methods.items():
-            for seed in range(n_seeds):
-                i += 1
+        for method, flags in {"fine-tuning": dict(p=0), f"AD-DROP p={p} q={q}": dict(p=p, q=q)}.items():
+            for seed in range(setting(args, "seeds", "seeds")):
                 name = f"{col.replace('-', '')}_{'ft' if flags['p'] == 0 else f'p{p}_q{q}'}_seed{seed}".replace(" ", "")
-                argv = train_flags(args, "seeds", seed=seed, shots=None if shots == "full" else shots, **flags)
-                res = run_once(base / name, argv, f"[{i}/{total}] {name}")
-                scores.setdefault((method, col), []).append(res["best_metric"])
-                rows = []
-                for (m, c), v in scores.items():
-                    s = np.array(v, dtype=float)
-                    # the sample std (n - 1) over seeds; one seed has none
-                    rows.append({"method": m, "data": c, "seeds": len(s), "mean": round(float(s.mean()), 5),
-                                 "std": round(float(s.std(ddof=1)), 5) if len(s) > 1 else float("nan"),
-                                 "scores": " ".join(f"{x:.4f}" for x in s)})
-                write_csv(f"{base}.csv", rows)
+                argv = train_flags(args, "seeds", task, seed=seed, shots=None if shots == "full" else shots, **flags)
+                runs.append(Run(name, argv, {"method": method, "data": col, "p": p, "q": q}))
+    return output_base(args, "seeds"), runs
+
+
+def report_seeds(args, base, runs, results):
+    task = tasks(args, "seeds")[0]
+    scores = {}  # (method, data) -> [best dev per finished seed]
+    for r, res in zip(runs, results):
+        scores.setdefault((r.info["method"], r.info["data"]), [])
+        if res is not None:
+            scores[(r.info["method"], r.info["data"])].append(res["best_metric"])
+    rows = [{"method": m, "data": c, "seeds": len(v), "mean": round(mean_std(v)[0], 5),
+             "std": round(mean_std(v)[1], 5), "scores": " ".join(f"{x:.4f}" for x in v)}
+            for (m, c), v in scores.items()]
+    write_csv(f"{base}.csv", rows)
     # Tables 3 and 5 in one: a row per method, a column per data size, mean +- std x100
     cols = list(dict.fromkeys(r["data"] for r in rows))
     cell = {(r["method"], r["data"]): f"{fmt(r['mean'])} ± {fmt(r['std'])}" for r in rows}
     table = ["| method | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    table += [f"| {m} | " + " | ".join(cell[(m, c)] for c in cols) + " |" for m in methods]
-    train.write_json(f"{base}.json", {
-        "task": task, "metric": data.get_task(task).metrics[0], "dev_limit": setting(args, "seeds", "dev_limit"), "seeds": n_seeds,
-        "rows": rows, "table": table,
+    table += [f"| {m} | " + " | ".join(cell[(m, c)] for c in cols) + " |" for m in dict.fromkeys(r["method"] for r in rows)]
+    n_seeds = setting(args, "seeds", "seeds")
+    p, q = runs[0].info["p"], runs[0].info["q"]
+    write_json(f"{base}.json", {
+        "task": task, "metric": data.get_task(task).metrics[0], "dev_limit": setting(args, "seeds", "dev_limit"),
+        "seeds": n_seeds, "rows": rows, "table": table,
         "note": f"p={p}, q={q} are Table 4's values for this model type (the paper picked them on dev); "
                 "each score is the best dev epoch of its run; in few-shot runs each seed draws other examples"})
     print(f"seeds: wrote {base}.csv and {base}.json; {data.get_task(task).name} dev "
@@ -338,19 +480,24 @@ def seeds(args):
 # -----------------------------------------------------------------------------
 # 5. Figure 1 for one example
 
-def figure1(args):
+def plan_figure1(args):
     base = output_base(args, "figure1")
-    task = setting(args, "figure1", "task")
-    ckpt = Path(args.checkpoint) if args.checkpoint else base / "model"
-    if not args.checkpoint:  # a short plain fine-tuning, so that the head's prediction means something
-        argv = train_flags(args, "figure1", seed=args.seed)
-        targs = train.parse_args(argv + ["--out", str(ckpt), "--log-interval", "1000000"])
-        done = (ckpt / "metrics.json").exists() and json.loads((ckpt / "metrics.json").read_text()).get("finished")
-        if done and (ckpt / "model.safetensors").exists():
-            print(f"  figure1: model fine-tuned before, in {ckpt}")
-        else:
-            print(f"  figure1: fine-tuning a model for the figure ({' '.join(argv)})", flush=True)
-            train.run(targs)
+    H = model_config(args, args.checkpoint).num_attention_heads
+    if args.head >= H:
+        sys.exit(f"error: --head {args.head}: the model has {H} heads per layer (0 to {H - 1})")
+    if args.checkpoint:
+        return base, []
+    # a short plain fine-tuning, so that the head's prediction means something; its checkpoint is kept
+    return base, [Run("model", train_flags(args, "figure1", tasks(args, "figure1")[0], seed=args.seed,
+                                           no_checkpoint=False), {})]
+
+
+def report_figure1(args, base, runs, results):
+    if runs and results[0] is None:
+        print("figure1: the model is not fine-tuned yet (another shard trains it); no figure")
+        return
+    task = tasks(args, "figure1")[0]
+    ckpt = Path(args.checkpoint) if args.checkpoint else base / runs[0].name
     net = modeling.from_pretrained(ckpt, data.num_labels(task)).eval()
     tok = data.load_tokenizer(ckpt, 512)
     dev = data.load_split(task, "dev", data.resolve_data_dir(args.data_dir))
@@ -360,9 +507,7 @@ def figure1(args):
     enc = tok.encode(ex.text_a, ex.text_b)
     batch = {"input_ids": torch.tensor([enc.ids]), "attention_mask": torch.ones(1, len(enc.ids), dtype=torch.long),
              "token_type_ids": torch.tensor([enc.type_ids])}
-    t4 = train.SETTINGS[task][net.cfg.model_type]  # the p, q of Table 4
-    p, q = t4["p"], t4["q"]
-    p, q = args.p if args.p is not None else p, args.q if args.q is not None else q
+    p, q = table4_pq(args, task)
     layer, head = 0, args.head
     with torch.no_grad():
         logits, attns = net(**batch)
@@ -399,8 +544,8 @@ def figure1(args):
     fig.suptitle(f"{data.get_task(task).name} dev example, layer {layer + 1}, head {head + 1}: "
                  f"{drop.sum().item()} of {T * T} positions dropped; gold label '{labels[ex.label]}'", fontsize=10)
     fig.tight_layout()
-    fig.savefig(f"{base}.png", dpi=90)
-    train.write_json(f"{base}.json", {
+    save_figure(fig, f"{base}.png", dpi=90)
+    write_json(f"{base}.json", {
         "task": task, "text_a": ex.text_a, "text_b": ex.text_b, "tokens": enc.tokens, "layer": layer, "head": head,
         "p": p, "q": q, "seed": args.seed, "gold": labels[ex.label], "pseudo": labels[logits.argmax().item()],
         "A": A.round(decimals=4).tolist(), "B": Bh.round(decimals=6).tolist(), "dropped": drop.int().tolist(),
@@ -408,50 +553,284 @@ def figure1(args):
     print(f"figure1: wrote {base}.png and {base}.json ({' '.join(enc.tokens)})")
 
 # -----------------------------------------------------------------------------
+# 6. does AD-DROP help? Paired seeds, p and q fixed in advance, the dev set only reported
 
-def parse_list(kind):
+METHODS = {"fine-tuning": ("ft", None), "GA": ("ga", "ga"), "RD": ("rd", "rd"), "AA": ("aa", "aa")}  # name -> folder, attribution
+
+
+def t_quantile(prob, df):
+    """The prob-quantile of Student's t with df degrees of freedom, for prob in [0.5, 1): bisection on the
+    CDF, which is 1/2 plus Simpson's rule over the density from 0 (no scipy here)."""
+    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(x):
+        u = np.linspace(0.0, x, 2001)  # 2000 intervals, h = x / 2000
+        f = c * (1 + u * u / df) ** (-(df + 1) / 2)
+        return 0.5 + x / 6000 * (f[0] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum() + f[-1])
+
+    lo, hi = 0.0, 100.0  # t_{0.995, 1} = 63.7
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < prob else (lo, mid)
+    return (lo + hi) / 2
+
+
+def paired_summary(d):
+    """Differences method minus fine-tuning, one per seed: mean, sd, the 95% t interval of the mean,
+    wins/ties/losses, and where the interval includes 0, the seeds a paired t-test would need to find the
+    observed mean at this sd with 80% power: the smallest n with n >= ((t_.975,n-1 + t_.8,n-1) sd / mean)^2."""
+    d = np.asarray(d, dtype=float)
+    n = len(d)
+    mean, sd = mean_std(d)
+    half = t_quantile(0.975, n - 1) * sd / math.sqrt(n) if n > 1 else math.nan
+    lo, hi = mean - half, mean + half
+    needed = None
+    if not lo > 0 and not hi < 0 and math.isfinite(half):  # the interval includes 0
+        needed = math.inf
+        if mean != 0:
+            needed = next((m for m in range(2, 10001)
+                           if m >= ((t_quantile(0.975, m - 1) + t_quantile(0.8, m - 1)) * sd / mean) ** 2), math.inf)
+    return {"n": n, "mean": mean, "sd": sd, "ci_low": lo, "ci_high": hi, "wins": int((d > 0).sum()),
+            "ties": int((d == 0).sum()), "losses": int((d < 0).sum()), "seeds_needed": needed}
+
+
+def plan_compare(args):
+    runs = []
+    for task in tasks(args, "compare"):
+        p, q = table4_pq(args, task)  # fixed before any run, never chosen on the reported dev set
+        for seed in range(setting(args, "compare", "seeds", task)):
+            for method, (key, attribution) in METHODS.items():
+                flags = dict(p=0) if attribution is None else dict(p=p, q=q, attribution=attribution)
+                runs.append(Run(f"{task}/{key}_seed{seed}", train_flags(args, "compare", task, seed=seed, **flags),
+                                {"task": task, "method": method, "seed": seed, "p": p, "q": q}))
+    return Path(args.out) / "compare", runs
+
+
+def report_compare(args, base, runs, results):
+    done = {}  # task -> method -> seed -> result
+    for r, res in zip(runs, results):
+        done.setdefault(r.info["task"], {}).setdefault(r.info["method"], {})
+        if res is not None and not res.get("error"):
+            done[r.info["task"]][r.info["method"]][r.info["seed"]] = res
+    score = lambda res: res.get("dev_at_best", res["best_metric"])  # dev at the best holdout epoch
+    pq = {r.info["task"]: (r.info["p"], r.info["q"]) for r in runs}
+    per_run = [{"task": r.info["task"], "method": r.info["method"], "seed": r.info["seed"],
+                "dev_at_best": round(score(res), 5), "best_epoch": res.get("best_epoch"),
+                "selection": res.get("selection", "dev"), "selection_metric": round(res["best_metric"], 5),
+                "epochs": len(res["history"]), "seconds": round(res.get("seconds", 0), 1)}
+               for r, res in zip(runs, results) if res is not None and not res.get("error")]
+    summary, epochs = [], []
+    for task, by_method in done.items():
+        ft = by_method["fine-tuning"]
+        for method, by_seed in by_method.items():
+            mean, sd = mean_std([score(res) for res in by_seed.values()])
+            row = {"task": task, "method": method, "p": pq[task][0] if method != "fine-tuning" else 0,
+                   "q": pq[task][1] if method != "fine-tuning" else 0, "seeds": len(by_seed), "mean": mean, "sd": sd}
+            if method != "fine-tuning":
+                paired = sorted(set(by_seed) & set(ft))
+                diff = paired_summary([score(by_seed[s]) - score(ft[s]) for s in paired])
+                row.update({f"diff_{k}": v for k, v in diff.items()})
+            summary.append(row)
+            # per epoch, over the seeds that reached it: dev loss, its paired difference from fine-tuning,
+            # and the generalisation gap dev loss - train loss
+            for e in range(1, max((len(res["history"]) for res in by_seed.values()), default=0) + 1):
+                hs = {s: res["history"][e - 1] for s, res in by_seed.items() if len(res["history"]) >= e}
+                fts = {s: res["history"][e - 1] for s, res in ft.items() if len(res["history"]) >= e}
+                paired = sorted(set(hs) & set(fts))
+                epochs.append({"task": task, "method": method, "epoch": e, "seeds": len(hs),
+                               "dev_loss": mean_std([h["dev_loss"] for h in hs.values()])[0],
+                               "dev_loss_minus_ft": mean_std([hs[s]["dev_loss"] - fts[s]["dev_loss"] for s in paired])[0],
+                               "gap": mean_std([h["dev_loss"] - h["train_loss"] for h in hs.values()])[0],
+                               "dev_metric": mean_std([h["metric"] for h in hs.values()])[0]})
+    rnd = lambda rows: [{k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
+    write_csv(f"{base}.csv", rnd(summary))
+    write_csv(f"{base}_runs.csv", per_run)
+    write_csv(f"{base}_epochs.csv", rnd(epochs))
+    table = compare_table(summary, epochs)
+    write_json(f"{base}.json", {
+        "tasks": {t: {"metric": data.get_task(t).metrics[0], "p": pq[t][0], "q": pq[t][1]} for t in done},
+        "summary": rnd(summary), "epochs": rnd(epochs), "table": table, "runs_missing": sum(r is None for r in results),
+        "note": "each score is the dev metric at the epoch with the best holdout metric (dev is only reported); "
+                "p and q are Table 4's for the model type, fixed before any run; a difference is the method "
+                "minus fine-tuning on the same seed; CI: mean +- t_{0.975,n-1} sd/sqrt(n)"})
+    compare_figure(done, epochs, pq, score, f"{base}.png")
+    print(f"compare: wrote {base}.png, {base}.csv, {base}_runs.csv, {base}_epochs.csv and {base}.json\n")
+    print("\n".join(table))
+
+
+def compare_table(summary, epochs):
+    """The Markdown for the README: the scores and paired differences, then dev loss per epoch."""
+    def num(x, scale=100, sign=""):
+        return "–" if x is None or not math.isfinite(x) else f"{scale * x:{sign}.1f}"
+    lines = ["| task | method | dev, mean ± sd | minus fine-tuning [95% CI] | wins/ties/losses | seeds to resolve |",
+             "|---|---|---|---|---|---|"]
+    for r in summary:
+        task = f"{data.get_task(r['task']).name} ({data.get_task(r['task']).metrics[0]})"
+        method = r["method"] + (f" p={r['p']} q={r['q']}" if r["method"] != "fine-tuning" else "")
+        cells = [f"{num(r['mean'])} ± {num(r['sd'])} (n={r['seeds']})", "", "", ""]
+        if "diff_mean" in r:
+            needed = r["diff_seeds_needed"]
+            cells[1:] = [f"{num(r['diff_mean'], sign='+')} [{num(r['diff_ci_low'], sign='+')}, "
+                         f"{num(r['diff_ci_high'], sign='+')}]",
+                         f"{r['diff_wins']}/{r['diff_ties']}/{r['diff_losses']} of {r['diff_n']}",
+                         "CI excludes 0" if needed is None and r["diff_n"] > 1 else "–" if needed is None
+                         else "never (mean 0)" if needed == math.inf and r["diff_mean"] == 0
+                         else "> 10000" if needed == math.inf else str(needed)]
+        lines.append(f"| {task} | {method} | " + " | ".join(cells) + " |")
+    lines += ["", "dev loss per epoch, mean over seeds (fine-tuning), and the paired difference from fine-tuning "
+              "(AD-DROP; below 0: lower dev loss); last column: dev - train loss at the last epoch",
+              "", "| task | method | dev loss by epoch | dev - train loss |", "|---|---|---|---|"]
+    by = {}
+    for e in epochs:
+        by.setdefault((e["task"], e["method"]), []).append(e)
+    for (task, method), es in by.items():
+        ft = method == "fine-tuning"
+        curve = " ".join(f"{e['dev_loss']:.3f}" if ft else f"{e['dev_loss_minus_ft']:+.3f}" for e in es)
+        lines.append(f"| {data.get_task(task).name} | {method} | {curve} | {es[-1]['gap']:.3f} |")
+    return lines
+
+
+def compare_figure(done, epochs, pq, score, path):
+    """Per task, a column: on top the paired differences from fine-tuning, a dot per seed, the mean with its
+    95% interval, and the zero line; below, mean dev loss per epoch per method."""
+    names = list(done)
+    plt, fig, axes = plt_figure(2, max(len(names), 1), figsize=(3.6 * max(len(names), 1), 6.4), squeeze=False)
+    rng = np.random.default_rng(0)
+    methods = [m for m in METHODS if m != "fine-tuning"]
+    for col, task in enumerate(names):
+        ax, ax2 = axes[0, col], axes[1, col]
+        ft = done[task]["fine-tuning"]
+        for x, method in enumerate(methods):
+            by_seed = done[task].get(method, {})
+            paired = sorted(set(by_seed) & set(ft))
+            d = 100 * np.array([score(by_seed[s]) - score(ft[s]) for s in paired])
+            ax.scatter(x + rng.uniform(-0.1, 0.1, len(d)), d, s=16, alpha=0.6, color=f"C{x + 1}")
+            if len(d) > 1:
+                s = paired_summary(d)
+                ax.errorbar(x + 0.25, s["mean"], yerr=[[s["mean"] - s["ci_low"]], [s["ci_high"] - s["mean"]]],
+                            fmt="o", color="k", capsize=3, ms=4, label="mean, 95% CI" if x == 0 else None)
+        ax.axhline(0, color="gray", lw=1, ls="--", label="no difference")
+        ax.set_xticks(range(len(methods)), methods)
+        ax.set_xlim(-0.5, len(methods) - 0.3)
+        t = data.get_task(task)
+        ax.set_title(f"{t.name} (p={pq[task][0]}, q={pq[task][1]}): {len(ft)} seeds", fontsize=9)
+        ax.set_ylabel(f"dev {t.metrics[0]} minus fine-tuning\n(points, same seed)" if col == 0 else None)
+        ax.grid(alpha=0.3, axis="y")
+        for i, method in enumerate(METHODS):
+            es = [e for e in epochs if e["task"] == task and e["method"] == method]
+            ax2.plot([e["epoch"] for e in es], [e["dev_loss"] for e in es], marker="o", ms=3, label=method,
+                     color="k" if i == 0 else f"C{i}")
+        ax2.set(xlabel="epoch", ylabel="mean dev loss" if col == 0 else None)
+        ax2.xaxis.get_major_locator().set_params(integer=True)
+        ax2.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8, loc="lower left")
+    axes[1, 0].legend(fontsize=8)
+    fig.suptitle("AD-DROP against plain fine-tuning: dev at the best holdout epoch (top), dev loss (bottom)",
+                 fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path, dpi=110)
+
+# -----------------------------------------------------------------------------
+# the command line: every bad value refused by its flag's name, in one line
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line; the usage is what --help is for
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def checked(kind, ok, what):
+    """An argparse type: kind(s), refused unless ok(value), with the message 'must be WHAT'."""
     def parse(s):
-        return [v if v == "full" else kind(v) for v in s.split(",")]
+        try:
+            v = kind(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{s!r}: not a number") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"{s!r}: must be {what}")
+        return v
     return parse
 
 
+def list_of(item):
+    return lambda s: [item(v) for v in s.split(",")]
+
+
+def task_name(s):
+    t = s.lower().replace("-", "")
+    if t not in train.SETTINGS:
+        raise argparse.ArgumentTypeError(f"{s!r}: unknown task; choose from {', '.join(train.SETTINGS)}")
+    return t
+
+
+def shard(s):
+    try:
+        k, n = (int(v) for v in s.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r}: write K/N, e.g. 2/8 for the second of 8 shards") from None
+    if not 1 <= k <= n:
+        raise argparse.ArgumentTypeError(f"{s!r}: K must be from 1 to N")
+    return k, n
+
+
+POSITIVE = checked(int, lambda v: v >= 1, "at least 1")
+SHOTS = lambda s: s if s == "full" else POSITIVE(s)
+FRACTION = checked(float, lambda v: 0 <= v <= 1, "in [0, 1]")
+ANALYSES = {"prior": (plan_prior, report_prior), "grid": (plan_grid, report_grid),
+            "seeds": (plan_seeds, report_seeds), "figure1": (plan_figure1, report_figure1),
+            "compare": (plan_compare, report_compare)}
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("analysis", choices=("prior", "grid", "seeds", "figure1", "all"))
+    ap = Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("analysis", choices=(*ANALYSES, "all"))
     ap.add_argument("--scale", choices=("cpu", "gpu"), default="cpu", help="the miniature or the paper's scale")
     ap.add_argument("--out", default="runs/exp", help="figures, tables and one folder per run go here")
+    ap.add_argument("--shard", type=shard, default=None, help="K/N: train only the K-th of N disjoint slices of the runs")
     ap.add_argument("--data-dir", default=None, help="GLUE folder (default: $GLUE_DIR, else data/glue)")
     ap.add_argument("--weights", default=None, help="weights (default: MiniLM for cpu, roberta-base for gpu)")
     ap.add_argument("--device", default=None, help="cpu, cuda ... (default: cuda when available)")
-    ap.add_argument("--task", default=None, help="override the preset task")
-    ap.add_argument("--epochs", type=int, default=None)
-    ap.add_argument("--limit", type=int, default=None, help="first N training examples")
-    ap.add_argument("--max-len", type=int, default=None)
-    ap.add_argument("--lr", type=float, default=None)
-    ap.add_argument("--batch-size", type=int, default=None)
-    ap.add_argument("--seed", type=int, default=0, help="seed of the prior, grid and figure1 runs")
-    ap.add_argument("--values", type=parse_list(float), default=None, help="grid values of p and q, e.g. 0.1,0.5,0.9")
-    ap.add_argument("--seeds", type=int, default=None, help="seeds: repeat each setting N times (seeds 0..N-1)")
-    ap.add_argument("--shots", type=parse_list(int), default=None, help="seeds: K per class, e.g. 16,64,256 or full")
-    ap.add_argument("--p", type=float, default=None, help="seeds/figure1: p (default: the paper's Table 4)")
-    ap.add_argument("--q", type=float, default=None, help="seeds/figure1: q (default: the paper's Table 4)")
+    ap.add_argument("--dtype", choices=("fp32", "bf16"), default=None, help="train.py --dtype (default: fp32)")
+    ap.add_argument("--task", dest="tasks", type=list_of(task_name), default=None,
+                    help="override the preset task (compare: a list, e.g. rte,mrpc)")
+    ap.add_argument("--epochs", type=POSITIVE, default=None)
+    ap.add_argument("--patience", type=POSITIVE, default=None, help="epochs without a better selection metric")
+    ap.add_argument("--limit", type=POSITIVE, default=None, help="first N training examples")
+    ap.add_argument("--max-len", type=POSITIVE, default=None)
+    ap.add_argument("--lr", type=checked(float, lambda v: 0 < v < math.inf, "positive"), default=None)
+    ap.add_argument("--batch-size", type=POSITIVE, default=None)
+    ap.add_argument("--holdout", type=checked(float, lambda v: 0 < v < 1, "strictly between 0 and 1"), default=None,
+                    help="compare: the fraction of the training set that picks the best epoch")
+    ap.add_argument("--seed", type=checked(int, lambda v: v >= 0, "at least 0"), default=0,
+                    help="seed of the prior, grid and figure1 runs")
+    ap.add_argument("--values", type=list_of(FRACTION), default=None, help="grid values of p and q, e.g. 0.1,0.5,0.9")
+    ap.add_argument("--seeds", type=POSITIVE, default=None, help="seeds, compare: repeat each setting N times (seeds 0..N-1)")
+    ap.add_argument("--shots", type=list_of(SHOTS), default=None, help="seeds: K per class, e.g. 16,64,256 or full")
+    ap.add_argument("--p", type=FRACTION, default=None, help="seeds/figure1/compare: p (default: the paper's Table 4)")
+    ap.add_argument("--q", type=FRACTION, default=None, help="seeds/figure1/compare: q (default: the paper's Table 4)")
     ap.add_argument("--checkpoint", default=None, help="figure1: a fine-tuned model folder (default: train one)")
-    ap.add_argument("--head", type=int, default=0, help="figure1: which head of the first layer (from 0)")
-    ap.add_argument("--dev-limit", type=int, default=None, help="score on the first N dev examples (0: all)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 is faster on a busy machine)")
+    ap.add_argument("--head", type=checked(int, lambda v: v >= 0, "at least 0"), default=0,
+                    help="figure1: which head of the first layer (from 0)")
+    ap.add_argument("--dev-limit", type=checked(int, lambda v: v >= 0, "at least 0"), default=None,
+                    help="score on the first N dev examples (0: all)")
+    ap.add_argument("--threads", type=POSITIVE, default=None, help="torch CPU threads (1 is faster on a busy machine)")
     args = ap.parse_args(argv)
+    names = ["prior", "grid", "seeds", "figure1"] if args.analysis == "all" else [args.analysis]
+    if args.tasks and len(args.tasks) > 1 and names != ["compare"]:
+        ap.error(f"argument --task: {args.analysis} takes one task, not {len(args.tasks)}")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        ap.error(f"argument --out: {args.out} is a file; pass a folder (it is created if missing)")
     if args.threads:
         torch.set_num_threads(args.threads)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    for name in (["prior", "grid", "seeds", "figure1"] if args.analysis == "all" else [args.analysis]):
-        t0 = time.time()
-        dev_limit = setting(args, name, "dev_limit")
-        print(f"== {name} ({args.scale} scale{f', dev: first {dev_limit}' if dev_limit else ''}) ==", flush=True)
-        try:
-            globals()[name](args)
-        except (data.DataError, modeling.WeightsError) as e:
-            sys.exit(f"error: {e}")
-        print(f"== {name}: {time.time() - t0:.0f} s wall ==", flush=True)
+    try:
+        plans = {name: ANALYSES[name][0](args) for name in names}  # every check before any training
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        for name, (base, runs) in plans.items():
+            t0 = time.time()
+            print(f"== {name} ({args.scale} scale, {len(runs)} runs) ==", flush=True)
+            sweep(args, name, base, runs, ANALYSES[name][1])
+            print(f"== {name}: {time.time() - t0:.0f} s wall ==", flush=True)
+    except (data.DataError, modeling.WeightsError) as e:
+        sys.exit(f"error: {e}")
 
 
 if __name__ == "__main__":

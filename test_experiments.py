@@ -1,0 +1,229 @@
+"""
+Tests of experiments.py: the statistics of `compare`, sharding, resuming, and the refusal of bad flags.
+The sweeps run in-process on a tiny random BERT (2 layers, 32 channels, the default model's tokenizer),
+so that a training run takes a fraction of a second; GLUE data comes from $GLUE_DIR as for the other tests.
+"""
+
+import csv
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import data
+import experiments
+import model as modeling
+import train
+
+try:
+    DATA_DIR = data.resolve_data_dir()
+    data.ensure_task("rte", DATA_DIR)
+except Exception as e:  # no GLUE data and no network
+    pytest.skip(f"RTE data not available: {e}", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_weights(tmp_path_factory):
+    """A random 2-layer BERT with the default model's tokenizer: a real weights folder, 100x faster to train."""
+    try:
+        tokenizer = modeling.default_weights_dir() / "tokenizer.json"
+    except modeling.WeightsError as e:
+        pytest.skip(str(e))
+    d = tmp_path_factory.mktemp("tiny")
+    cfg = modeling.Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                          max_position_embeddings=64)
+    modeling.save_pretrained(modeling.Model(cfg, 2), d)
+    shutil.copyfile(tokenizer, d / "tokenizer.json")
+    return d
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The sweeps run with --threads 1 (on a busy 2-core machine a tiny model is 10x faster so); main() sets
+    torch's thread count for the process, so it is put back for the tests that follow."""
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def tables(folder, names, drop=("seconds",)):
+    """The CSV tables (without wall-time columns) and JSON files of a sweep, by file name."""
+    out = {}
+    for name in names:
+        path = folder / name
+        if name.endswith(".csv"):
+            with open(path) as f:
+                out[name] = [{k: v for k, v in row.items() if k not in drop} for row in csv.DictReader(f)]
+        else:
+            out[name] = json.loads(path.read_text())
+    return out
+
+# -----------------------------------------------------------------------------
+# statistics
+
+@pytest.mark.parametrize("prob, df, known", [(0.975, 1, 12.706), (0.975, 4, 2.776), (0.975, 9, 2.262),
+                                             (0.975, 29, 2.045), (0.8, 4, 0.941), (0.8, 9, 0.883),
+                                             (0.975, 1000, 1.962)])
+def test_t_quantile_matches_the_tables(prob, df, known):
+    """t_quantile inverts Student's t CDF: it must give the printed table values (3 decimals) for small df,
+    where the t tails are far from normal, and approach the normal 1.96 for large df."""
+    assert experiments.t_quantile(prob, df) == pytest.approx(known, abs=1e-3)
+
+
+def test_paired_summary_on_hand_made_numbers():
+    """Differences 1..5: mean 3, sd sqrt(2.5), 95% CI 3 +- 2.776 * sqrt(2.5) / sqrt(5), all wins; the CI excludes
+    0, so no seed count is asked for. Differences with mean 0.5 and sd 1.12 include 0: the seeds needed is the
+    smallest n with n >= ((t_.975,n-1 + t_.8,n-1) sd / mean)^2, which n - 1 does not satisfy."""
+    s = experiments.paired_summary([1, 2, 3, 4, 5])
+    half = 2.7764 * math.sqrt(2.5) / math.sqrt(5)
+    assert s["mean"] == pytest.approx(3) and s["sd"] == pytest.approx(math.sqrt(2.5))
+    assert (s["ci_low"], s["ci_high"]) == pytest.approx((3 - half, 3 + half), abs=1e-3)
+    assert (s["wins"], s["ties"], s["losses"], s["seeds_needed"]) == (5, 0, 0, None)
+
+    d = [1.0, -1.0, 2.0, 0.0, 0.5]
+    s = experiments.paired_summary(d)
+    mean, sd = np.mean(d), np.std(d, ddof=1)
+    assert (s["wins"], s["ties"], s["losses"]) == (3, 1, 1)
+    assert s["ci_low"] < 0 < s["ci_high"]
+    n = s["seeds_needed"]
+    need = lambda m: ((experiments.t_quantile(0.975, m - 1) + experiments.t_quantile(0.8, m - 1)) * sd / mean) ** 2
+    assert n >= need(n) and n - 1 < need(n - 1)
+    # the normal approximation (1.96 + 0.84)^2 (sd/mean)^2 is a little lower, as the t quantiles are wider
+    assert 0 <= n - 7.85 * (sd / mean) ** 2 <= 3
+    assert experiments.paired_summary([0.0, 0.0, 1.0, -1.0])["seeds_needed"] == math.inf  # mean 0: never
+
+# -----------------------------------------------------------------------------
+# sharding and resuming
+
+@pytest.mark.parametrize("n_runs, N", [(1, 1), (1, 3), (9, 2), (19, 4), (80, 8), (7, 7), (5, 9)])
+def test_shards_are_a_disjoint_cover(n_runs, N):
+    """Shards 1..N of a run list: every run in exactly one shard, each shard in list order, and shard sizes
+    that differ by at most one (so that N copies finish at about the same time)."""
+    runs = list(range(n_runs))
+    shards = [experiments.shard_of(runs, (k, N)) for k in range(1, N + 1)]
+    assert sorted(r for s in shards for r in s) == runs
+    assert all(s == sorted(s) for s in shards)
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    assert experiments.shard_of(runs, None) == runs
+
+
+TINY = ["--threads", "1", "--task", "rte", "--values", "0.5,0.9", "--limit", "8", "--dev-limit", "8", "--max-len", "16", "--epochs", "2"]
+GRID_TABLES = ["grid_rte.csv", "grid_rte.json"]
+
+
+def test_two_shards_give_the_tables_of_one_process(tiny_weights, tmp_path, capsys, monkeypatch):
+    """Issue 10's criterion: `grid --shard 1/2` and `--shard 2/2` into one folder write the same tables as one
+    unsharded process into another (wall times aside), each run trained once. The first shard alone already
+    writes tables from what is finished and says how many runs are missing. A rerun then reads every run
+    back: train.run is replaced by a function that fails, and the tables come out the same."""
+    flags = TINY + ["--weights", str(tiny_weights)]
+    experiments.main(["grid", "--out", str(tmp_path / "one")] + flags)
+    one = tables(tmp_path / "one", GRID_TABLES)
+    capsys.readouterr()
+
+    experiments.main(["grid", "--out", str(tmp_path / "sharded"), "--shard", "1/2"] + flags)
+    out = capsys.readouterr().out
+    trained_1 = out.count(": training (")
+    assert "runs not finished yet" in out and (tmp_path / "sharded" / "grid_rte.csv").exists()
+    experiments.main(["grid", "--out", str(tmp_path / "sharded"), "--shard", "2/2"] + flags)
+    out = capsys.readouterr().out
+    assert "runs not finished yet" not in out
+    assert trained_1 + out.count(": training (") == 9  # 1 baseline + 2 x 2 x 2 cells, each trained once
+    assert tables(tmp_path / "sharded", GRID_TABLES) == one
+    assert len(one["grid_rte.csv"]) == 8 and one["grid_rte.json"]["cells_missing"] == 0
+
+    def no_training(args):
+        raise AssertionError(f"trained {args.out} again")
+    monkeypatch.setattr(train, "run", no_training)
+    experiments.main(["grid", "--out", str(tmp_path / "sharded")] + flags)
+    assert capsys.readouterr().out.count("done before, read back") == 9
+    assert tables(tmp_path / "sharded", GRID_TABLES) == one
+
+
+def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp_path, monkeypatch):
+    """run_once passes --resume when train_state.pt is there and metrics.json (written after it each epoch)
+    is unfinished with the same settings, or absent; not when the settings changed (a fresh start) or there
+    is no state; and trains nothing when the run finished with the same settings."""
+    calls = []
+    monkeypatch.setattr(train, "run", lambda args: calls.append(args.resume) or {"finished": True})
+    argv = ["--task", "rte", "--epochs", "3", "--no-checkpoint"]
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+
+    def case(state, metrics_argv=None, finished=False):
+        for f in run_dir.iterdir():
+            f.unlink()
+        if state:
+            (run_dir / train.STATE).write_bytes(b"state")
+        if metrics_argv is not None:
+            args = vars(experiments.train_args(run_dir, metrics_argv))
+            (run_dir / "metrics.json").write_text(json.dumps({"args": args, "finished": finished}))
+        calls.clear()
+        experiments.run_once(run_dir, argv, "run")
+        return calls
+
+    assert case(state=False) == [False]
+    assert case(state=True) == [True]
+    assert case(state=True, metrics_argv=argv) == [True]
+    assert case(state=True, metrics_argv=argv[:3] + ["4"] + argv[4:]) == [False]  # --epochs 4 then: start again
+    assert case(state=False, metrics_argv=argv) == [False]
+    assert case(state=True, metrics_argv=argv, finished=True) == []
+
+
+def test_compare_pairs_seeds_and_reports_dev_at_the_best_holdout_epoch(tiny_weights, tmp_path, capsys):
+    """A tiny compare (RTE, 2 seeds, 4 methods): every run selects on a holdout split; the summary's paired
+    differences are the per-seed differences of compare_runs.csv's dev_at_best; the Markdown table is printed;
+    and a shard that finds other runs missing still writes its tables and figure."""
+    flags = ["--threads", "1", "--task", "rte", "--seeds", "2", "--limit", "16", "--dev-limit", "8", "--max-len", "16",
+             "--epochs", "2", "--weights", str(tiny_weights), "--out", str(tmp_path)]
+    experiments.main(["compare", "--shard", "1/3"] + flags)
+    assert "runs not finished yet" in capsys.readouterr().out and (tmp_path / "compare.png").exists()
+    experiments.main(["compare"] + flags)
+    out = capsys.readouterr().out
+    assert "| RTE (accuracy) | GA p=" in out and "minus fine-tuning [95% CI]" in out
+    t = tables(tmp_path, ["compare.csv", "compare_runs.csv", "compare_epochs.csv"])
+    runs = t["compare_runs.csv"]
+    assert len(runs) == 8 and {r["selection"] for r in runs} == {"holdout"}
+    dev = {(r["method"], r["seed"]): float(r["dev_at_best"]) for r in runs}
+    for row in t["compare.csv"]:
+        if row["method"] != "fine-tuning":
+            d = [dev[(row["method"], s)] - dev[("fine-tuning", s)] for s in ("0", "1")]
+            assert float(row["diff_mean"]) == pytest.approx(np.mean(d), abs=1e-5)
+            assert int(row["diff_wins"]) == sum(x > 0 for x in d)
+    assert {(r["method"], r["epoch"]) for r in t["compare_epochs.csv"]} == {(m, e) for m in experiments.METHODS for e in "12"}
+
+# -----------------------------------------------------------------------------
+# bad flags
+
+@pytest.mark.parametrize("argv, flag", [
+    (["grid", "--shard", "0/2"], "--shard"), (["grid", "--shard", "3/2"], "--shard"),
+    (["grid", "--shard", "a/b"], "--shard"), (["grid", "--shard", "2"], "--shard"),
+    (["seeds", "--seeds", "0"], "--seeds"), (["grid", "--values", "0.5,1.5"], "--values"),
+    (["grid", "--values", ""], "--values"), (["grid", "--epochs", "0"], "--epochs"),
+    (["grid", "--task", "imdb"], "--task"), (["grid", "--task", "rte,mrpc"], "--task"),
+    (["grid", "--threads", "0"], "--threads"), (["compare", "--holdout", "1"], "--holdout"),
+    (["compare", "--lr", "-1"], "--lr"), (["seeds", "--p", "2"], "--p"), (["grid", "--dev-limit", "-1"], "--dev-limit"),
+])
+def test_bad_flags_are_refused_by_name_in_one_line(argv, flag, capsys):
+    """Each bad value stops before any work with exit status 2 and one line that names the flag."""
+    with pytest.raises(SystemExit) as e:
+        experiments.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and flag in err, err
+
+
+def test_out_on_a_file_and_a_head_out_of_range_are_refused(tiny_weights, tmp_path, capsys):
+    """--out naming a file, and figure1's --head beyond the model's heads (2 here), stop with one line
+    naming the flag, before any training."""
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(SystemExit):
+        experiments.main(["grid", "--out", str(f)])
+    assert "--out" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        experiments.main(["figure1", "--weights", str(tiny_weights), "--head", "2", "--out", str(tmp_path / "o")])
+    assert "--head 2" in str(e.value.code) and "2 heads" in str(e.value.code)
+    assert not (tmp_path / "o").exists()
