@@ -184,7 +184,7 @@ def run(args):
         torch.manual_seed(args.seed + 7919 * rank)
     t4 = SETTINGS[args.task][net.cfg.model_type]
     lr, batch_size, max_len = args.lr or t4["lr"], args.batch_size or t4["batch_size"], args.max_len or t4["max_len"]
-    if max_len > getattr(net.cfg, "max_tokens", 10**9):  # TEMP until model.Config.max_tokens lands
+    if max_len > net.cfg.max_tokens:
         sys.exit(f"error: --max-len {max_len}: the model's position table holds at most {net.cfg.max_tokens} "
                  f"tokens ({weights / 'config.json'}: max_position_embeddings {net.cfg.max_position_embeddings})")
     L = net.cfg.num_hidden_layers
