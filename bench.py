@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from dataclasses import asdict
 from functools import partial
@@ -80,9 +81,24 @@ def parse_args(argv=None):
                     "shared with other jobs 1 can be faster and steadier: every parallel op waits for its slowest thread")
     ap.add_argument("--seed", type=int, default=0, help="seeds the batch, the fresh weights and the masks")
     args = ap.parse_args(argv)
-    for flag in ("batch_size", "seq_len", "steps", "iga_steps", "threads"):
+    # refuse bad input before any model is built; --seq-len against the position table is checked in main
+    for flag in ("batch_size", "steps", "iga_steps", "threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            ap.error(f"--{flag.replace('_', '-')} must be at least 1")
+            ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be at least 1")
+    if args.seq_len < 4:  # make_batch pads a quarter of the rows to between T // 4 and T tokens: never to none
+        ap.error(f"--seq-len {args.seq_len}: must be at least 4")
+    if args.warmup < 0:
+        ap.error(f"--warmup {args.warmup}: must be at least 0")
+    if args.json is not None:
+        out = Path(args.json)
+        if out.is_dir():
+            ap.error(f"--json {out}: is a folder; pass a file name")
+        if not out.parent.is_dir():
+            ap.error(f"--json {out}: its folder {out.parent} does not exist")
+    try:
+        data.resolve_data_dir(args.data_dir)
+    except data.DataError as e:
+        ap.error(str(e))
     return args
 
 
@@ -204,7 +220,7 @@ def data_throughput(args, weights, max_len):
 
 
 def main(args):
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = train.pick_device(args.device, 0)  # refuses a bad --device by name
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -215,6 +231,8 @@ def main(args):
         weights, net = None, modeling.Model(modeling.Config(), 2)
     net = net.to(device).train()
     cfg, L, (B, T) = net.cfg, net.cfg.num_hidden_layers, (args.batch_size, args.seq_len)
+    if T > cfg.max_tokens:
+        sys.exit(f"error: --seq-len {T}: the position table of --config {args.config} holds at most {cfg.max_tokens} tokens")
     opt = train.adamw(net, 1e-5, 0.01)
     batch = make_batch(cfg, B, T, device, args.seed)
     names = [n for n in METHODS if not (args.skip_iga and n.startswith("iga"))]
@@ -329,4 +347,8 @@ def main(args):
 
 
 if __name__ == "__main__":
-    main(parse_args())
+    args = parse_args()
+    try:
+        main(args)
+    except (data.DataError, modeling.WeightsError) as e:  # they name the file or key: show just that
+        sys.exit(f"error: {e}")
