@@ -260,7 +260,7 @@ def run(args):
     what = "plain fine-tuning" if not use_addrop else (
         f"AD-DROP p={args.p} q={args.q} {args.attribution} layers={layers} labels={args.labels}"
         f"{' low' if args.drop_low else ''}{'' if args.no_cross_tuning else ' with cross-tuning'}")
-    say(f"{args.task}: {len(train_ex)} train / {len(hold_ex)} holdout / {len(dev_ex)} dev examples | {weights} | "
+    say(f"{args.task}: {len(train_ex)} train / {f'{len(hold_ex)} holdout / ' if hold_ex else ''}{len(dev_ex)} dev examples | {weights} | "
         f"{device}{f' x {world} processes' if world > 1 else ''} | {args.dtype} | "
         f"lr {lr} batch {batch_size} max_len {max_len} | {what}")
 
