@@ -331,16 +331,158 @@ def test_loader_key_errors(ckpt):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(model_type="gpt2"), "model_type 'gpt2'"),
-    (dict(hidden_act="relu"), "hidden_act 'relu'"),
-    (dict(position_embedding_type="relative_key"), "position_embedding_type 'relative_key'"),
-    (dict(hidden_size=30), "hidden_size 30 is not a multiple of num_attention_heads 4"),
+    (dict(model_type="gpt2"), "unsupported config: model_type 'gpt2' (supported: bert, roberta)"),
+    (dict(hidden_act="relu"), "unsupported config: hidden_act 'relu'"),
+    (dict(position_embedding_type="relative_key"), "unsupported config: position_embedding_type 'relative_key'"),
+    (dict(hidden_size=30), "unsupported config: hidden_size 30 is not a multiple of num_attention_heads 4"),
+    (dict(pad_token_id=100), "unsupported config: pad_token_id 100 is not below vocab_size 100"),
+    (dict(model_type="roberta", pad_token_id=1, max_position_embeddings=2), "max_position_embeddings 2 leaves no position"),
+    (dict(hidden_size="32"), "bad config: hidden_size is '32', expected a positive integer"),
+    (dict(num_hidden_layers=-1), "bad config: num_hidden_layers is -1, expected a positive integer"),
+    (dict(num_attention_heads=0), "bad config: num_attention_heads is 0, expected a positive integer"),
+    (dict(vocab_size=100.0), "bad config: vocab_size is 100.0, expected a positive integer"),
+    (dict(intermediate_size=True), "bad config: intermediate_size is True, expected a positive integer"),
+    (dict(max_position_embeddings=None), "bad config: max_position_embeddings is None, expected a positive integer"),
+    (dict(layer_norm_eps=0), "bad config: layer_norm_eps is 0, expected a positive number"),
+    (dict(pad_token_id=-1), "bad config: pad_token_id is -1, expected an integer >= 0"),
+    (dict(hidden_dropout_prob=1.5), "bad config: hidden_dropout_prob is 1.5, expected a number in [0, 1)"),
 ])
-def test_loader_refuses_unsupported_config(ckpt, changes, message):
-    """A config.json we can't run faithfully is refused by name, before any weight is read."""
+def test_loader_refuses_bad_config(ckpt, changes, message):
+    """A config.json we can't run faithfully (an unsupported choice, a size that is not a positive
+    integer, a string where a number belongs) is refused by name, before any weight is read."""
     edit_config(ckpt, **changes)
-    with pytest.raises(model.WeightsError, match="unsupported config: " + re.escape(message)):
+    with pytest.raises(model.WeightsError, match=re.escape(f"{ckpt / 'config.json'}: ") + ".*" + re.escape(message)):
         model.from_pretrained(ckpt, num_labels=3)
+
+
+@pytest.mark.parametrize("key", ["model_type", *model.REQUIRED_INTS, "layer_norm_eps"])
+def test_loader_requires_config_keys(ckpt, key):
+    """Each key that fixes a shape or the function computed must be in config.json: without it the
+    loader would build BERT-base's default silently. The error names the missing key."""
+    cfg = json.loads((ckpt / "config.json").read_text())
+    del cfg[key]
+    (ckpt / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(model.WeightsError, match=rf"config\.json: lacks {key}, which the model needs"):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+def test_loader_requires_roberta_pad_token_id(tmp_path):
+    """RoBERTa's positions start at pad_token_id + 1, so its config must say pad_token_id; BERT's need not
+    (the model never uses it), and then defaults to 0 as in transformers."""
+    model.save_pretrained(tiny_model("roberta"), tmp_path / "r")
+    cfg = json.loads((tmp_path / "r" / "config.json").read_text())
+    del cfg["pad_token_id"]
+    (tmp_path / "r" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(model.WeightsError, match="lacks pad_token_id"):
+        model.from_pretrained(tmp_path / "r", num_labels=3)
+    cfg.update(model_type="bert")
+    (tmp_path / "r" / "config.json").write_text(json.dumps(cfg))
+    assert model.Config.from_json(tmp_path / "r" / "config.json").pad_token_id == 0
+
+
+@pytest.mark.parametrize("text, message", [
+    (b"{oops", r"config\.json line 1: not valid JSON \(Expecting property name"),
+    (b'{\n  "hidden_size": 32,\n  "vocab_size": 100\n  "x": 1}', r"config\.json line 4: not valid JSON"),
+    (b"", r"config\.json line 1: not valid JSON"),
+    (b'{"model_type": "b\xe9rt"}', r"config\.json: not a config\.json: its bytes are not UTF-8"),  # Latin-1
+    (b"[1, 2]", r"config\.json: expected a JSON object of config keys, found a JSON list"),
+    (b'"bert"', r"config\.json: expected a JSON object of config keys, found a JSON str"),
+    (b"{}", r"config\.json: lacks model_type, vocab_size, hidden_size, .*, layer_norm_eps, which the model needs"),
+])
+def test_loader_refuses_config_that_is_not_a_config(ckpt, text, message):
+    """config.json that is not JSON (with the line of the fault), not UTF-8, JSON that is not an object,
+    or an object without the architecture's keys: each is a WeightsError naming the file, never BERT-base."""
+    (ckpt / "config.json").write_bytes(text)
+    with pytest.raises(model.WeightsError, match=message):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+def truncations(data):
+    """Cut points that stop inside the length prefix, the JSON header and the tensor bytes."""
+    header = 8 + int.from_bytes(data[:8], "little")
+    return [0, 5, 8, 20, header - 1, header, header + 10, len(data) - 1]
+
+
+def test_loader_refuses_corrupt_safetensors(ckpt):
+    """A model.safetensors that is empty, cut short anywhere, random bytes, or a Git LFS pointer
+    (what a clone without git-lfs holds) is a WeightsError naming the file and its size, with what
+    to do, rather than safetensors' own exception."""
+    path = ckpt / "model.safetensors"
+    good = path.read_bytes()
+    for n in truncations(good):
+        path.write_bytes(good[:n])
+        what = "it is empty" if n == 0 else "not a readable safetensors file, probably truncated or corrupt"
+        with pytest.raises(model.WeightsError, match=re.escape(f"{path} ({n} bytes): {what}")):
+            model.from_pretrained(ckpt, num_labels=3)
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(model.WeightsError, match=r"\(1024 bytes\): not a readable safetensors file"):
+        model.from_pretrained(ckpt, num_labels=3)
+    path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:0123\nsize 90868376\n")
+    with pytest.raises(model.WeightsError, match="a Git LFS pointer, not the weights; fetch them with `git lfs pull`"):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+def test_loader_refuses_non_float_and_non_finite_tensors(ckpt):
+    """A tensor stored as integers would be cast into the float parameters silently by
+    load_state_dict, and a NaN would surface only as a NaN loss: both are refused with the key."""
+    key = "bert.encoder.layer.0.attention.self.query.weight"
+    edit_weights(ckpt, lambda t: t.update({key: t[key].to(torch.int32)}))
+    with pytest.raises(model.WeightsError, match=re.escape(f"key {key} is stored as torch.int32, not as floating point")):
+        model.from_pretrained(ckpt, num_labels=3)
+    model.save_pretrained(tiny_model("bert"), ckpt)
+    bias = "bert.embeddings.LayerNorm.bias"
+    edit_weights(ckpt, lambda t: t[bias].__setitem__(3, float("nan")))
+    with pytest.raises(model.WeightsError, match=re.escape(f"key {bias} holds NaN or infinite values")):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_loads_half_precision_checkpoints(ckpt, dtype):
+    """Checkpoints stored in float16 or bfloat16 (as many on the Hub are) load into the float32 model,
+    each parameter equal to the stored value exactly: the cast up to float32 is exact."""
+    edit_weights(ckpt, lambda t: t.update({k: v.to(dtype) for k, v in t.items()}))
+    stored = load_file(ckpt / "model.safetensors")
+    back = model.from_pretrained(ckpt, num_labels=3)
+    for name, p in back.state_dict().items():
+        assert p.dtype == torch.float32
+        assert torch.equal(p, stored[model.hf_key(name, "bert")].float())
+
+
+def test_loader_refuses_wrong_kind_of_path(ckpt, tmp_path):
+    """--weights naming a file, a folder whose config.json is a folder, or a name that is neither a path
+    nor a folder under weights/: each says which and where."""
+    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is a file, not a folder")):
+        model.from_pretrained(ckpt / "config.json", num_labels=3)
+    (ckpt / "config.json").unlink()
+    (ckpt / "config.json").mkdir()
+    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is not a file")):
+        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(model.WeightsError, match=r"--weights no-such-model: no such folder, and no weights/no-such-model/"):
+        model.resolve_weights("no-such-model")
+    assert model.resolve_weights(str(ckpt)) == ckpt
+
+
+def test_loader_classifier_for_other_labels(ckpt):
+    """A checkpoint fine-tuned on a 3-class task, loaded for 2 classes, says so, not just the shapes."""
+    with pytest.raises(model.WeightsError, match=r"classifier\.weight has shape \(3, 32\), the model expects \(2, 32\) "
+                                                 r"\(a classifier for 3 labels, and this task has 2"):
+        model.from_pretrained(ckpt, num_labels=2)
+
+
+def test_max_tokens():
+    """Config.max_tokens is the longest input the position table serves: all of it for BERT; for
+    RoBERTa it starts at pad_token_id + 1, so max_position_embeddings - pad_token_id - 1. An input of
+    max_tokens runs, one token more falls off the table."""
+    assert model.Config(max_position_embeddings=512).max_tokens == 512
+    assert model.Config(model_type="roberta", pad_token_id=1, max_position_embeddings=514).max_tokens == 512
+    for model_type in ("bert", "roberta"):
+        net = tiny_model(model_type)
+        n = net.cfg.max_tokens
+        ids = torch.full((1, n + 1), 5)
+        with torch.no_grad():
+            net(ids[:, :n])
+            with pytest.raises(IndexError):
+                net(ids)
 
 
 def test_default_weights_missing(monkeypatch):
