@@ -152,11 +152,12 @@ def output_base(args, analysis):
     return Path(args.out) / f"{analysis}_{tasks(args, analysis)[0]}"
 
 
-def model_config(args, folder=None):
-    """The config of a model folder, by default that of --weights (or the preset's)."""
-    folder = Path(folder) if folder else modeling.resolve_weights(args.weights or PRESETS[args.scale]["weights"])
+def model_config(args, checkpoint=None):
+    """The config of --weights (or the preset's), or of a --checkpoint folder."""
+    flag, folder = ("--checkpoint", Path(checkpoint)) if checkpoint else \
+        ("--weights", modeling.resolve_weights(args.weights or PRESETS[args.scale]["weights"]))
     if not (folder / "config.json").is_file():
-        raise modeling.WeightsError(f"weights: {folder / 'config.json'} does not exist; see weights/README.md")
+        raise modeling.WeightsError(f"{flag} {folder}: {folder / 'config.json'} does not exist; see weights/README.md")
     return modeling.Config.from_json(folder / "config.json")
 
 
@@ -652,10 +653,24 @@ def report_compare(args, base, runs, results):
         "summary": rnd(summary), "epochs": rnd(epochs), "table": table, "runs_missing": sum(r is None for r in results),
         "note": "each score is the dev metric at the epoch with the best holdout metric (dev is only reported); "
                 "p and q are Table 4's for the model type, fixed before any run; a difference is the method "
-                "minus fine-tuning on the same seed; CI: mean +- t_{0.975,n-1} sd/sqrt(n)"})
+                "minus fine-tuning on the same seed; CI: mean +- t_{0.975,n-1} sd/sqrt(n); seeds_needed: the "
+                "smallest n with n >= ((t_{0.975,n-1} + t_{0.8,n-1}) sd/mean)^2 (a paired t-test at 80% power); "
+                "the train loss of an AD-DROP epoch is that of its masked forward, so its gap is not a plain one"})
     compare_figure(done, epochs, pq, score, f"{base}.png")
     print(f"compare: wrote {base}.png, {base}.csv, {base}_runs.csv, {base}_epochs.csv and {base}.json\n")
     print("\n".join(table))
+
+
+def resolve(r):
+    """The last column of compare's table: how many seeds would resolve the observed mean difference."""
+    needed = r["diff_seeds_needed"]
+    if r["diff_n"] < 2:
+        return "–"
+    if needed is None:
+        return "CI excludes 0"
+    if needed == math.inf:
+        return "never (mean 0)" if r["diff_mean"] == 0 else "> 10000"
+    return str(needed)
 
 
 def compare_table(summary, epochs):
@@ -669,13 +684,9 @@ def compare_table(summary, epochs):
         method = r["method"] + (f" p={r['p']} q={r['q']}" if r["method"] != "fine-tuning" else "")
         cells = [f"{num(r['mean'])} ± {num(r['sd'])} (n={r['seeds']})", "", "", ""]
         if "diff_mean" in r:
-            needed = r["diff_seeds_needed"]
             cells[1:] = [f"{num(r['diff_mean'], sign='+')} [{num(r['diff_ci_low'], sign='+')}, "
                          f"{num(r['diff_ci_high'], sign='+')}]",
-                         f"{r['diff_wins']}/{r['diff_ties']}/{r['diff_losses']} of {r['diff_n']}",
-                         "CI excludes 0" if needed is None and r["diff_n"] > 1 else "–" if needed is None
-                         else "never (mean 0)" if needed == math.inf and r["diff_mean"] == 0
-                         else "> 10000" if needed == math.inf else str(needed)]
+                         f"{r['diff_wins']}/{r['diff_ties']}/{r['diff_losses']} of {r['diff_n']}", resolve(r)]
         lines.append(f"| {task} | {method} | " + " | ".join(cells) + " |")
     lines += ["", "dev loss per epoch, mean over seeds (fine-tuning), and the paired difference from fine-tuning "
               "(AD-DROP; below 0: lower dev loss); last column: dev - train loss at the last epoch",
@@ -822,7 +833,8 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        plans = {name: ANALYSES[name][0](args) for name in names}  # every check before any training
+        model_config(args)  # every check before any training
+        plans = {name: ANALYSES[name][0](args) for name in names}
         Path(args.out).mkdir(parents=True, exist_ok=True)
         for name, (base, runs) in plans.items():
             t0 = time.time()
