@@ -2,6 +2,7 @@
 real files in ../shared/glue, every DataError, download from a local zip, tokenisation, batching and k-shot."""
 import importlib.util
 import math
+import re
 import zipfile
 from pathlib import Path
 
@@ -182,6 +183,77 @@ def test_header_without_needed_column(tmp_path):
         data.load_split("rte", "dev", tmp_path)
 
 
+def write_bytes(data_dir, task_name, file, raw):
+    folder = Path(data_dir) / data.get_task(task_name).folder
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / file).write_bytes(raw)
+    return folder / file
+
+
+@pytest.mark.parametrize("task_name, file, raw, line", [
+    ("rte", "train.tsv", b"index\tsentence1\tsentence2\tlabel\n0\ta\tb\tentailment\n1\tcaf\xe9\tb\tentailment\n", 3),
+    ("rte", "dev.tsv", b"index\tsentence1\tsentence2\tlabel\n0\ta \xff b\tb\tentailment\n", 2),
+    ("cola", "train.tsv", b"gj04\t1\t\tOK.\ngj04\t1\t\tcut \xe2\x82 short.\n", 2),  # headerless
+    ("mnli", "dev_matched.tsv", SAMPLES["mnli"][1].encode() + b"x\ty\tz\t\x80\n", 3),
+])
+def test_bytes_not_utf8_name_file_and_line(tmp_path, task_name, file, raw, line):
+    """A file with bytes that are not UTF-8 (here Latin-1, a stray byte, a cut multi-byte character) is a
+    DataError naming the file, the line and the byte, whichever reader meets it; never a UnicodeDecodeError."""
+    path = write_bytes(tmp_path, task_name, file, raw)
+    with pytest.raises(DataError, match=re.escape(f"{path} line {line}: not UTF-8 text (byte 0x")):
+        data.load_split(task_name, "train" if file == "train.tsv" else "dev", tmp_path)
+
+
+def test_utf16_file(tmp_path):
+    """A file saved as UTF-16 (some editors' "Unicode") is named as such, with what to do."""
+    path = write_bytes(tmp_path, "rte", "train.tsv", SAMPLES["rte"][1].encode("utf-16"))
+    with pytest.raises(DataError, match=re.escape(f"{path}: the file is UTF-16; GLUE files are UTF-8: save it as UTF-8")):
+        data.load_split("rte", "train", tmp_path)
+
+
+def test_empty_file_and_header_only(tmp_path):
+    """An empty file and a file with only its header both have no examples, and say which."""
+    path = write(tmp_path, "rte", "train.tsv", "")
+    with pytest.raises(DataError, match=re.escape(f"{path}: no examples (the file is empty)")):
+        data.load_split("rte", "train", tmp_path)
+    write(tmp_path, "rte", "train.tsv", "index\tsentence1\tsentence2\tlabel\n")
+    with pytest.raises(DataError, match=re.escape(f"{path}: no examples below the header")):
+        data.load_split("rte", "train", tmp_path)
+
+
+@pytest.mark.parametrize("score", ["nan", "inf", "-Infinity"])
+def test_non_finite_score(tmp_path, score):
+    """float() reads 'nan' and 'inf', which would make the regression loss NaN: refused at their line."""
+    write(tmp_path, "stsb", "train.tsv", STSB_HEADER + f"\n0\tg\tf\ty\to\tn\tn\ta\tb\t{score}\n")
+    with pytest.raises(DataError, match=re.escape(f"train.tsv line 2: score '{score}' is not a finite number")):
+        data.load_split("stsb", "train", tmp_path)
+
+
+def test_data_dir_or_task_file_of_the_wrong_kind(tmp_path, monkeypatch):
+    """--data-dir (or $GLUE_DIR) naming a file, a task folder that is a file, and a train.tsv that is a
+    folder are refused by name, before any download is tried."""
+    a_file = tmp_path / "glue.zip"
+    a_file.write_text("not a folder")
+    with pytest.raises(DataError, match=re.escape(f"--data-dir {a_file}: is a file, not a folder")):
+        data.resolve_data_dir(str(a_file))
+    monkeypatch.setenv("GLUE_DIR", str(a_file))
+    with pytest.raises(DataError, match=re.escape(f"GLUE_DIR {a_file}: is a file, not a folder")):
+        data.resolve_data_dir(None)
+    with pytest.raises(DataError, match=re.escape(f"{a_file}: is a file, not a folder")):
+        data.ensure_task("rte", a_file, url="file:///never/fetched.zip")
+    glue = tmp_path / "glue"
+    glue.mkdir()
+    (glue / "RTE").write_text("")
+    with pytest.raises(DataError, match=re.escape(f"{glue / 'RTE'}: is a file, not a folder")):
+        data.ensure_task("rte", glue, url="file:///never/fetched.zip")
+    (glue / "RTE").unlink()
+    (glue / "RTE" / "train.tsv").mkdir(parents=True)
+    with pytest.raises(DataError, match=re.escape(f"{glue / 'RTE' / 'train.tsv'}: is a folder, not the RTE train file")):
+        data.ensure_task("rte", glue, url="file:///never/fetched.zip")
+    with pytest.raises(DataError, match=re.escape(f"{glue / 'RTE' / 'train.tsv'}: is a folder, not the RTE train file")):
+        data.load_split("rte", "train", glue)
+
+
 def test_missing_file_unknown_task_unknown_split(tmp_path):
     """A missing file names its expected path; an unknown task lists the known ones."""
     with pytest.raises(DataError) as e:
@@ -237,6 +309,27 @@ def test_download_archive_without_the_files(tmp_path):
     with pytest.raises(DataError, match="did not contain CoLA/train.tsv and CoLA/dev.tsv") as e:
         data.ensure_task("cola", tmp_path / "glue", url=url)
     assert str(tmp_path / "glue" / "CoLA" / "dev.tsv") in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["missing file", "not a url", "unknown scheme", "not a zip", "train.tsv only"])
+def test_download_failures_name_the_cause(tmp_path, kind):
+    """Whatever goes wrong in a download (no such file, a string that is no URL, a scheme urllib does not
+    know, an archive that is not a zip, a zip with the train file but no dev file) is one DataError with
+    the URL and the cause; nothing is left behind, not even the data dir it created."""
+    (tmp_path / "page.zip").write_text("<html>404 Not Found</html>")  # what a bad mirror serves
+    url, cause = {
+        "missing file": ((tmp_path / "nowhere.zip").as_uri(), "No such file or directory"),
+        "not a url": ("RTE.zip", "unknown url type"),
+        "unknown scheme": ("gopherx://example.org/RTE.zip", "unknown url type"),
+        "not a zip": ((tmp_path / "page.zip").as_uri(), "File is not a zip file"),
+        "train.tsv only": (zip_of(tmp_path / "t.zip", {"RTE/train.tsv": SAMPLES["rte"][1]}).as_uri(),
+                           "did not contain RTE/dev.tsv"),
+    }[kind]
+    glue = tmp_path / "new" / "glue"
+    with pytest.raises(DataError, match=re.escape(url) + ".*" + re.escape(cause)):
+        data.ensure_task("rte", glue, url=url)
+    leftovers = sorted(p.name for p in glue.rglob("*")) if glue.exists() else []
+    assert leftovers in ([], ["RTE", "train.tsv"]), leftovers  # only what the archive did deliver
 
 
 # -----------------------------------------------------------------------------
@@ -300,10 +393,45 @@ def test_minilm_tokenizer(minilm_dir):
 
 
 def test_missing_tokenizer(tmp_path):
-    """A weights folder without tokenizer.json is named in the error."""
+    """A weights folder without tokenizer.json, or with a folder of that name, is named in the error."""
     with pytest.raises(DataError, match="tokenizer not found") as e:
         data.load_tokenizer(tmp_path, 128)
     assert str(tmp_path / "tokenizer.json") in str(e.value)
+    (tmp_path / "tokenizer.json").mkdir()
+    with pytest.raises(DataError, match=re.escape(f"tokenizer is not a file: {tmp_path / 'tokenizer.json'}")):
+        data.load_tokenizer(tmp_path, 128)
+
+
+@pytest.mark.parametrize("raw, message", [
+    (b"", "not a tokenizer: not valid JSON (line 1 column 1: Expecting value)"),
+    (b"[PAD]\n[UNK]\n[CLS]\n", "not a tokenizer: not valid JSON (line 1 column 2"),  # a vocab.txt under the wrong name
+    (b'{"version": "1.0", "model": \xe9}', "not a tokenizer: its bytes are not UTF-8 text"),
+    (b"[1, 2]", "valid JSON, but not a tokenizer (a tokenizer.json is an object with a 'model' entry)"),
+    (b'{"architectures": ["BertModel"]}', "valid JSON, but not a tokenizer"),  # a config.json under the wrong name
+    (b'{"model": {"type": "Nonsense"}}', "the tokenizers library cannot read it ("),
+])
+def test_tokenizer_file_that_is_not_one(tmp_path, raw, message):
+    """tokenizer.json that is not JSON, not UTF-8, JSON of something else, or a broken tokenizer: a
+    DataError naming the file and saying which, instead of the tokenizers library's bare Exception."""
+    (tmp_path / "tokenizer.json").write_bytes(raw)
+    with pytest.raises(DataError, match=re.escape(f"{tmp_path / 'tokenizer.json'}: {message}")):
+        data.load_tokenizer(tmp_path, 128)
+
+
+def test_tokenizer_that_does_not_fit_the_model(tiny_dir):
+    """A tokenizer whose ids reach past the model's word embedding (vocab_size), one without a padding
+    token, and a max_len that leaves no room beside the special tokens are refused by name. (Below that
+    length the tokenizers library stops truncating and silently returns longer inputs.)"""
+    path = tiny_dir / "tokenizer.json"
+    assert data.load_tokenizer(tiny_dir, 5, vocab_size=9)  # ids 0..8
+    with pytest.raises(DataError, match=re.escape(f"{path}: token ids reach 8, but the model has 8 word embeddings")):
+        data.load_tokenizer(tiny_dir, 128, vocab_size=8)
+    with pytest.raises(DataError, match=re.escape("--max-len 4: too short; the tokenizer adds 3 special tokens to a "
+                                                  "sentence pair, so use at least 5")):
+        data.load_tokenizer(tiny_dir, 4)
+    path.write_text(path.read_text().replace('"[PAD]"', '"[NOPAD]"'))
+    with pytest.raises(DataError, match=re.escape(f"{path}: tokenizer has neither a [PAD] nor a <pad> token")):
+        data.load_tokenizer(tiny_dir, 128)
 
 
 @real
