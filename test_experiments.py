@@ -117,8 +117,9 @@ GRID_TABLES = ["grid_rte.csv", "grid_rte.json"]
 def test_two_shards_give_the_tables_of_one_process(tiny_weights, tmp_path, capsys, monkeypatch):
     """Issue 10's criterion: `grid --shard 1/2` and `--shard 2/2` into one folder write the same tables as one
     unsharded process into another (wall times aside), each run trained once. The first shard alone already
-    writes tables from what is finished and says how many runs are missing. A rerun then reads every run
-    back: train.run is replaced by a function that fails, and the tables come out the same."""
+    writes tables from what is finished and says how many runs are missing, as does --tables-only. A rerun
+    then reads every run back: train.run is replaced by a function that fails, and the tables come out the
+    same."""
     flags = TINY + ["--weights", str(tiny_weights)]
     experiments.main(["grid", "--out", str(tmp_path / "one")] + flags)
     one = tables(tmp_path / "one", GRID_TABLES)
@@ -128,15 +129,19 @@ def test_two_shards_give_the_tables_of_one_process(tiny_weights, tmp_path, capsy
     out = capsys.readouterr().out
     trained_1 = out.count(": training (")
     assert "runs not finished yet" in out and (tmp_path / "sharded" / "grid_rte.csv").exists()
+
+    def no_training(args):
+        raise AssertionError(f"trained {args.out} again")
+    monkeypatch.setattr(train, "run", no_training)  # --tables-only, as while the other shard runs
+    experiments.main(["grid", "--out", str(tmp_path / "sharded"), "--tables-only"] + flags)
+    assert f"{9 - trained_1} of 9 runs not finished yet" in capsys.readouterr().out
+    monkeypatch.undo()
     experiments.main(["grid", "--out", str(tmp_path / "sharded"), "--shard", "2/2"] + flags)
     out = capsys.readouterr().out
     assert "runs not finished yet" not in out
     assert trained_1 + out.count(": training (") == 9  # 1 baseline + 2 x 2 x 2 cells, each trained once
     assert tables(tmp_path / "sharded", GRID_TABLES) == one
     assert len(one["grid_rte.csv"]) == 8 and one["grid_rte.json"]["cells_missing"] == 0
-
-    def no_training(args):
-        raise AssertionError(f"trained {args.out} again")
     monkeypatch.setattr(train, "run", no_training)
     experiments.main(["grid", "--out", str(tmp_path / "sharded")] + flags)
     assert capsys.readouterr().out.count("done before, read back") == 9
@@ -171,6 +176,26 @@ def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp
     assert case(state=True, metrics_argv=argv[:3] + ["4"] + argv[4:]) == [False]  # --epochs 4 then: start again
     assert case(state=False, metrics_argv=argv) == [False]
     assert case(state=True, metrics_argv=argv, finished=True) == []
+
+
+def test_a_diverged_run_is_kept_as_failed_and_a_setup_error_stops_the_sweep(tmp_path, monkeypatch):
+    """train.py exits on a non-finite loss: that run is written as failed.json and read back, not retried, so
+    one diverged run does not end a sweep. Any other exit (a bad device, a --max-len too long) would stop
+    every run alike: it stops the sweep with train.py's message and leaves nothing behind."""
+    def exits(message):
+        def run(args):
+            raise SystemExit(message)  # as train.py's sys.exit(message)
+        return run
+    argv = ["--task", "rte", "--no-checkpoint"]
+    monkeypatch.setattr(train, "run", exits("error: epoch 1: training loss is nan; try a smaller --lr"))
+    res = experiments.run_once(tmp_path / "nan", argv, "run")
+    assert "loss is nan" in res["error"] and math.isnan(res["best_metric"])
+    monkeypatch.setattr(train, "run", lambda args: pytest.fail("a failed run was retried"))
+    assert experiments.run_once(tmp_path / "nan", argv, "run")["error"] == res["error"]
+    monkeypatch.setattr(train, "run", exits("error: --device cuda: no CUDA GPU is visible"))
+    with pytest.raises(SystemExit, match="--device cuda"):
+        experiments.run_once(tmp_path / "setup", argv, "run")
+    assert not (tmp_path / "setup").exists()
 
 
 def test_compare_pairs_seeds_and_reports_dev_at_the_best_holdout_epoch(tiny_weights, tmp_path, capsys):
