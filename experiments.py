@@ -708,7 +708,7 @@ def compare_figure(done, epochs, pq, score, path):
     """Per task, a column: on top the paired differences from fine-tuning, a dot per seed, the mean with its
     95% interval, and the zero line; below, mean dev loss per epoch per method."""
     names = list(done)
-    plt, fig, axes = plt_figure(2, max(len(names), 1), figsize=(3.6 * max(len(names), 1), 6.4), squeeze=False)
+    plt, fig, axes = plt_figure(2, max(len(names), 1), figsize=(max(3.6 * len(names), 5), 6.6), squeeze=False)
     rng = np.random.default_rng(0)
     methods = [m for m in METHODS if m != "fine-tuning"]
     for col, task in enumerate(names):
@@ -739,8 +739,8 @@ def compare_figure(done, epochs, pq, score, path):
         ax2.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8, loc="lower left")
     axes[1, 0].legend(fontsize=8)
-    fig.suptitle("AD-DROP against plain fine-tuning: dev at the best holdout epoch (top), dev loss (bottom)",
-                 fontsize=10)
+    fig.suptitle("AD-DROP minus plain fine-tuning, dev at the best holdout epoch (top);\n"
+                 "mean dev loss per epoch (bottom)", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
 
