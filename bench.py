@@ -89,6 +89,8 @@ def parse_args(argv=None):
     # tokenising benchmark needs room for a sentence pair beside the 3 special tokens
     if args.seq_len < 8:
         ap.error(f"--seq-len {args.seq_len}: must be at least 8")
+    if not 0 <= args.seed < 2**63:  # torch.manual_seed takes a 64-bit integer
+        ap.error(f"--seed {args.seed}: must be in [0, 2**63)")
     if args.warmup < 0:
         ap.error(f"--warmup {args.warmup}: must be at least 0")
     if args.json is not None:

@@ -258,6 +258,8 @@ def load_tokenizer(weights_dir, max_len, vocab_size=None):
     vocab_size (the model's word embedding rows), when given, must cover every token id."""
     from tokenizers import Tokenizer
     path = Path(weights_dir) / "tokenizer.json"
+    if path.is_symlink() and not path.exists():  # e.g. a Hugging Face cache snapshot copied without cp -L
+        raise DataError(f"{path} is a link to {os.readlink(path)}, which does not exist; copy the file itself (cp -L)")
     if not path.is_file():
         raise DataError(f"tokenizer {'is not a file' if path.exists() else 'not found'}: {path} (a weights folder "
                         "holds config.json, model.safetensors and tokenizer.json; see weights/README.md)")

@@ -288,6 +288,12 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
     if not d.is_dir():
         raise WeightsError(f"weights: {d} is a file, not a folder ({layout})")
     for f in (d / "config.json", d / "model.safetensors"):
+        if f.is_symlink() and not f.exists():  # e.g. a Hugging Face cache snapshot copied without cp -L
+            raise WeightsError(f"weights: {f} is a link to {os.readlink(f)}, which does not exist; copy the "
+                               "files themselves (cp -L), see weights/README.md")
+        if f.name == "model.safetensors" and not f.exists() and (d / "pytorch_model.bin").exists():
+            raise WeightsError(f"weights: {d} has pytorch_model.bin but no model.safetensors; we read only "
+                               "safetensors: download the model's model.safetensors (see weights/README.md)")
         if not f.is_file():
             raise WeightsError(f"weights: {f} {'is not a file' if f.exists() else 'does not exist'} ({layout})")
     cfg = Config.from_json(d / "config.json")
@@ -313,7 +319,7 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
                                    f"the model expects {tuple(p.shape)}{hint}")
             if not t.is_floating_point():  # load_state_dict would cast integers silently
                 raise WeightsError(f"{path}: key {key} is stored as {t.dtype}, not as floating point numbers")
-            if not torch.isfinite(t).all():
+            if not torch.isfinite(t.float()).all():  # float(): isfinite has no kernel for some float8 types
                 raise WeightsError(f"{path}: key {key} holds NaN or infinite values; the file is corrupt")
             state[name] = t
     unexpected = [v for k, v in file_keys.items() if not k.removeprefix(prefix).startswith(IGNORED)]

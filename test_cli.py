@@ -212,15 +212,10 @@ CASES = {
     "--device cuda without CUDA": Case("train.py", flags("--device", "cuda"), ("--device cuda",)),
     # bench.py
     "bench --config unknown": Case("bench.py", flags("--config", "large"), ("--config", "'large'")),
-    "bench --batch-size 0": Case("bench.py", flags("--batch-size", "0"), ("--batch-size 0: must be at least 1",)),
-    "bench --steps 0": Case("bench.py", flags("--steps", "0"), ("--steps 0: must be at least 1",)),
     "bench --seq-len above the position table": Case("bench.py", flags("--seq-len", "513"),
                                                      ("--seq-len 513: the position table of --config base holds at most 512",)),
     "bench --json a folder": Case("bench.py", flags("--json", "{d}"), ("--json {d}: is a folder",)),
-    "bench --json in no folder": Case("bench.py", flags("--json", "{d}/no/such/b.json"), ("--json {d}/no/such/b.json",)),
     "bench --device unknown": Case("bench.py", flags("--device", "gpu0"), ("--device 'gpu0'",)),
-    "bench --data-dir a file": Case("bench.py", flags("--data-dir", "{d}/glue.zip", files=["glue.zip"]),
-                                    ("--data-dir {d}/glue.zip: is a file",)),
 }
 
 # -----------------------------------------------------------------------------
@@ -274,6 +269,31 @@ def test_refused_by_name(results, name):
         assert piece.format(d=d) in line, f"{piece.format(d=d)!r} not in {line!r}"
     assert "step 1/" not in r.stdout and "epoch 1" not in r.stdout
     assert not (d / "out" / "metrics.json").exists()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--batch-size", "0"], "--batch-size 0: must be at least 1"),
+    (["--steps", "0"], "--steps 0: must be at least 1"),
+    (["--iga-steps", "-1"], "--iga-steps -1: must be at least 1"),
+    (["--threads", "0"], "--threads 0: must be at least 1"),
+    (["--seq-len", "4"], "--seq-len 4: must be at least 8"),
+    (["--warmup", "-1"], "--warmup -1: must be at least 0"),
+    (["--seed", str(2**64)], f"--seed {2**64}: must be in [0, 2**63)"),
+    (["--json", "{tmp}"], "--json {tmp}: is a folder; pass a file name"),
+    (["--json", "{tmp}/no/such/b.json"], "--json {tmp}/no/such/b.json: its folder {tmp}/no/such does not exist"),
+    (["--data-dir", "{tmp}/glue.zip"], "--data-dir {tmp}/glue.zip: is a file, not a folder"),
+    (["--batch-size", "two"], "argument --batch-size: invalid int value: 'two'"),
+])
+def test_bench_flags_refused_in_parse_args(tmp_path, capsys, argv, message):
+    """bench.py refuses each bad flag in parse_args, before any model is built: argparse's usage and one
+    'error:' line naming the flag (the subprocess cases above show the same through the real script)."""
+    import bench
+    (tmp_path / "glue.zip").write_text("")
+    with pytest.raises(SystemExit) as e:
+        bench.parse_args([a.format(tmp=tmp_path) for a in argv])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.splitlines()
+    assert ": error: " + message.format(tmp=tmp_path) in err[-1], err  # "<prog>: error: ..."
 
 
 if __name__ == "__main__":  # print the table: case, exit code, the line it prints

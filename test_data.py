@@ -393,12 +393,17 @@ def test_minilm_tokenizer(minilm_dir):
 
 
 def test_missing_tokenizer(tmp_path):
-    """A weights folder without tokenizer.json, or with a folder of that name, is named in the error."""
+    """A weights folder without tokenizer.json, with a folder of that name, or a dangling link: named in the error."""
     with pytest.raises(DataError, match="tokenizer not found") as e:
         data.load_tokenizer(tmp_path, 128)
     assert str(tmp_path / "tokenizer.json") in str(e.value)
     (tmp_path / "tokenizer.json").mkdir()
     with pytest.raises(DataError, match=re.escape(f"tokenizer is not a file: {tmp_path / 'tokenizer.json'}")):
+        data.load_tokenizer(tmp_path, 128)
+    (tmp_path / "tokenizer.json").rmdir()
+    (tmp_path / "tokenizer.json").symlink_to("../../blobs/0123abcd")  # a Hugging Face snapshot copied without cp -L
+    with pytest.raises(DataError, match=re.escape(f"{tmp_path / 'tokenizer.json'} is a link to ../../blobs/0123abcd, "
+                                                  "which does not exist; copy the file itself (cp -L)")):
         data.load_tokenizer(tmp_path, 128)
 
 

@@ -436,10 +436,10 @@ def test_loader_refuses_non_float_and_non_finite_tensors(ckpt):
         model.from_pretrained(ckpt, num_labels=3)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float8_e4m3fn])
 def test_loads_half_precision_checkpoints(ckpt, dtype):
-    """Checkpoints stored in float16 or bfloat16 (as many on the Hub are) load into the float32 model,
-    each parameter equal to the stored value exactly: the cast up to float32 is exact."""
+    """Checkpoints stored in float16 or bfloat16 (as many on the Hub are), even float8, load into the
+    float32 model, each parameter equal to the stored value exactly: the cast up to float32 is exact."""
     edit_weights(ckpt, lambda t: t.update({k: v.to(dtype) for k, v in t.items()}))
     stored = load_file(ckpt / "model.safetensors")
     back = model.from_pretrained(ckpt, num_labels=3)
@@ -449,13 +449,23 @@ def test_loads_half_precision_checkpoints(ckpt, dtype):
 
 
 def test_loader_refuses_wrong_kind_of_path(ckpt, tmp_path):
-    """--weights naming a file, a folder whose config.json is a folder, or a name that is neither a path
-    nor a folder under weights/: each says which and where."""
+    """--weights naming a file, a folder whose config.json is a folder or a dangling link, a folder with
+    pytorch_model.bin only, or a name that is neither a path nor a folder under weights/: each says
+    which and where."""
     with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is a file, not a folder")):
         model.from_pretrained(ckpt / "config.json", num_labels=3)
     (ckpt / "config.json").unlink()
     (ckpt / "config.json").mkdir()
     with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is not a file")):
+        model.from_pretrained(ckpt, num_labels=3)
+    (ckpt / "config.json").rmdir()
+    (ckpt / "config.json").symlink_to("../../blobs/0123abcd")  # a Hugging Face snapshot copied without cp -L
+    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is a link to "
+                                                           "../../blobs/0123abcd, which does not exist")):
+        model.from_pretrained(ckpt, num_labels=3)
+    model.save_pretrained(tiny_model("bert"), ckpt)
+    (ckpt / "model.safetensors").rename(ckpt / "pytorch_model.bin")  # a name, not the format: enough here
+    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt} has pytorch_model.bin but no model.safetensors")):
         model.from_pretrained(ckpt, num_labels=3)
     with pytest.raises(model.WeightsError, match=r"--weights no-such-model: no such folder, and no weights/no-such-model/"):
         model.resolve_weights("no-such-model")
