@@ -253,9 +253,10 @@ def holdout_split(examples, fraction, seed):
 # -----------------------------------------------------------------------------
 # tokenising and batching
 
-def load_tokenizer(weights_dir, max_len, vocab_size=None):
+def load_tokenizer(weights_dir, max_len, cfg=None):
     """The model's own tokenizer.json; its post-processor adds the special tokens and the type ids.
-    vocab_size (the model's word embedding rows), when given, must cover every token id."""
+    cfg, the model's model.Config, when given: the tokenizer must fit that model, or the first batch
+    would index past an embedding table (or, for RoBERTa, count padding as positions)."""
     from tokenizers import Tokenizer
     path = Path(weights_dir) / "tokenizer.json"
     if path.is_symlink() and not path.exists():  # e.g. a Hugging Face cache snapshot copied without cp -L
@@ -268,14 +269,22 @@ def load_tokenizer(weights_dir, max_len, vocab_size=None):
     except Exception as e:  # the tokenizers library raises a bare Exception
         raise DataError(f"{path}: {_not_a_tokenizer(path, e)}") from None
     try:
-        pad_token_id(tok)
+        pad = pad_token_id(tok)
     except DataError as e:
         raise DataError(f"{path}: {e}") from None
-    if vocab_size is not None:
+    if cfg is not None:
+        other = "this tokenizer belongs to another model"
         top = max(tok.get_vocab(with_added_tokens=True).values())
-        if top >= vocab_size:
-            raise DataError(f"{path}: token ids reach {top}, but the model has {vocab_size} word embeddings "
-                            "(config.json vocab_size): this tokenizer belongs to another model")
+        if top >= cfg.vocab_size:
+            raise DataError(f"{path}: token ids reach {top}, but the model has {cfg.vocab_size} word embeddings "
+                            f"(config.json vocab_size): {other}")
+        types = max(tok.encode("a", "b").type_ids)
+        if types >= cfg.type_vocab_size:
+            raise DataError(f"{path}: gives a sentence pair type id {types}, but the model has {cfg.type_vocab_size} "
+                            f"token type embeddings (config.json type_vocab_size): {other}")
+        if cfg.model_type == "roberta" and pad != cfg.pad_token_id:
+            raise DataError(f"{path}: pads with id {pad}, but the model's pad_token_id is {cfg.pad_token_id} "
+                            f"(RoBERTa counts positions past it): {other}")
     specials = tok.num_special_tokens_to_add(is_pair=True)
     if max_len < specials + 2:  # below that, tokenizers silently gives up truncating and returns longer inputs
         raise DataError(f"--max-len {max_len}: too short; the tokenizer adds {specials} special tokens to a sentence "

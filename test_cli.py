@@ -178,7 +178,7 @@ CASES = {
                                                (f"{W}/tokenizer.json: valid JSON, but not a tokenizer",)),
     "tokenizer missing": Case("train.py", weights(lambda w: (w / "tokenizer.json").unlink()),
                               (f"tokenizer not found: {W}/tokenizer.json",)),
-    "tokenizer larger than the model's vocabulary": Case(  # needs train.py to pass vocab_size to load_tokenizer
+    "tokenizer larger than the model's vocabulary": Case(  # needs train.py to pass net.cfg to data.load_tokenizer
         "train.py", weights(lambda w: (config(vocab_size=8)(w), tensors(lambda t: t.update({WORD: t[WORD][:8]}))(w))),
         (f"{W}/tokenizer.json: token ids reach 13", "vocab_size")),
     # the weights folder

@@ -424,13 +424,19 @@ def test_tokenizer_file_that_is_not_one(tmp_path, raw, message):
 
 
 def test_tokenizer_that_does_not_fit_the_model(tiny_dir):
-    """A tokenizer whose ids reach past the model's word embedding (vocab_size), one without a padding
-    token, and a max_len that leaves no room beside the special tokens are refused by name. (Below that
-    length the tokenizers library stops truncating and silently returns longer inputs.)"""
+    """A tokenizer whose ids reach past the model's word embedding (vocab_size), whose pair type ids reach
+    past its token type embedding, or, for RoBERTa, whose padding id is not the model's pad_token_id; one
+    without a padding token; a max_len that leaves no room beside the special tokens: each is refused by
+    name. (Below that length the tokenizers library stops truncating and silently returns longer inputs.)"""
+    from model import Config
     path = tiny_dir / "tokenizer.json"
-    assert data.load_tokenizer(tiny_dir, 5, vocab_size=9)  # ids 0..8
+    assert data.load_tokenizer(tiny_dir, 5, Config(vocab_size=9))  # ids 0..8, type ids 0 and 1, [PAD] = 0
     with pytest.raises(DataError, match=re.escape(f"{path}: token ids reach 8, but the model has 8 word embeddings")):
-        data.load_tokenizer(tiny_dir, 128, vocab_size=8)
+        data.load_tokenizer(tiny_dir, 128, Config(vocab_size=8))
+    with pytest.raises(DataError, match=re.escape(f"{path}: gives a sentence pair type id 1, but the model has 1 token")):
+        data.load_tokenizer(tiny_dir, 128, Config(vocab_size=9, type_vocab_size=1))
+    with pytest.raises(DataError, match=re.escape(f"{path}: pads with id 0, but the model's pad_token_id is 1")):
+        data.load_tokenizer(tiny_dir, 128, Config(model_type="roberta", vocab_size=9, pad_token_id=1))
     with pytest.raises(DataError, match=re.escape("--max-len 4: too short; the tokenizer adds 3 special tokens to a "
                                                   "sentence pair, so use at least 5")):
         data.load_tokenizer(tiny_dir, 4)

@@ -311,7 +311,8 @@ def test_loader_missing_files(ckpt):
 
 def test_loader_key_errors(ckpt):
     """A checkpoint missing one encoder weight, or holding one we don't know, is refused with the
-    key listed; a wrong shape is refused with the key and both shapes. Nothing loads silently."""
+    key listed (a long list: its first four and the count, to stay one line); a wrong shape is refused
+    with the key and both shapes. Nothing loads silently."""
     key = "bert.encoder.layer.1.output.dense.weight"
     edit_weights(ckpt, lambda t: t.pop(key))
     with pytest.raises(model.WeightsError, match=r"missing keys \['" + re.escape(key) + r"'\]; unexpected keys \[\]"):
@@ -321,6 +322,12 @@ def test_loader_key_errors(ckpt):
     extra = "bert.encoder.layer.1.output.adapter.weight"
     edit_weights(ckpt, lambda t: t.update({extra: torch.zeros(2)}))
     with pytest.raises(model.WeightsError, match=r"missing keys \[\]; unexpected keys \['" + re.escape(extra) + r"'\]"):
+        model.from_pretrained(ckpt, num_labels=3)
+
+    model.save_pretrained(tiny_model("bert"), ckpt)
+    edit_config(ckpt, num_hidden_layers=1)  # a config that does not fit its checkpoint: layer 1's 16 keys left over
+    with pytest.raises(model.WeightsError, match=r"missing keys \[\]; unexpected keys \['bert\.encoder\.layer\.1\.[^]]*, "
+                                                 r"\.\.\. \(16 in all\)\]$"):
         model.from_pretrained(ckpt, num_labels=3)
 
     model.save_pretrained(tiny_model("bert"), ckpt)
