@@ -72,7 +72,9 @@ class Config:
             raise WeightsError(f"{path} line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
         if not isinstance(raw, dict):
             raise WeightsError(f"{path}: expected a JSON object of config keys, found a JSON {type(raw).__name__}")
-        required = ["model_type", *REQUIRED_INTS, "layer_norm_eps"] + (["pad_token_id"] if raw.get("model_type") == "roberta" else [])
+        required = ["model_type", *REQUIRED_INTS, "layer_norm_eps"]
+        if raw.get("model_type") == "roberta":
+            required.append("pad_token_id")  # RoBERTa's positions start past it; BERT never reads it
         missing = [k for k in required if k not in raw]
         if missing:
             raise WeightsError(f"{path}: lacks {', '.join(missing)}, which the model needs "
