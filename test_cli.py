@@ -2,12 +2,13 @@
 Every bad input a user can hand train.py or bench.py is refused by name: one line that names the
 file (and line) or the flag and says what is wrong, a non-zero exit, no Python traceback, and no
 training step. Each case runs the real script in a subprocess, as a user meets it; test_model.py
-and test_data.py check the same errors in-process, message by message.
+and test_data.py check these errors and more of their kind in-process, message by message, and
+bench.py's flags are checked here in-process too (a process costs 1.5 s of importing torch).
 
 Everything is built here, in a temporary folder: a tiny random BERT (1 layer, 8 wide), a word-level
 tokenizer and an 8-row RTE. No network, no GLUE download, no installed weights.
 
-    python -m pytest -q test_cli.py     # 40-60 s on 2 cores: ~40 processes, four at a time, each importing torch
+    python -m pytest -q test_cli.py     # 30-60 s on 2 busy cores: 30 processes, four at a time, each importing torch
     python test_cli.py                  # print each case and the line it gets
 """
 
@@ -184,18 +185,11 @@ CASES = {
     # the weights folder
     "weights a file": Case("train.py", flags("--weights", "{d}/w.zip", files=["w.zip"]),
                            ("weights: {d}/w.zip is a file, not a folder",)),
-    "weights nowhere": Case("train.py", flags("--weights", "no-such-model"),
-                            ("--weights no-such-model: no such folder",)),
-    "classifier for another task": Case("train.py", weights(tensors(
-        lambda t: t.update({"classifier.weight": torch.zeros(3, 8), "classifier.bias": torch.zeros(3)}))),
-        (f"{W}/model.safetensors: key classifier.weight has shape (3, 8)", "a classifier for 3 labels")),
     # GLUE files
     "train.tsv not UTF-8": Case("train.py", glue(replace_line("train.tsv", 4, b"2\tcaf\xe9\tb\tentailment")),
                                 (f"{GLUE}/train.tsv line 4: not UTF-8 text",)),
     "dev.tsv not UTF-8": Case("train.py", glue(replace_line("dev.tsv", 9, b"7\tthe cat\t\x80\tentailment")),
                               (f"{GLUE}/dev.tsv line 9: not UTF-8 text",)),
-    "train.tsv in UTF-16": Case("train.py", glue(lambda f: (f / "train.tsv").write_bytes(
-        (f / "train.tsv").read_text().encode("utf-16"))), (f"{GLUE}/train.tsv: the file is UTF-16",)),
     "train.tsv empty": Case("train.py", glue(write_to("train.tsv", b"")),
                             (f"{GLUE}/train.tsv: no examples (the file is empty)",)),
     "train.tsv a folder": Case("train.py", glue(folder_instead("train.tsv")),
@@ -214,8 +208,6 @@ CASES = {
     "bench --config unknown": Case("bench.py", flags("--config", "large"), ("--config", "'large'")),
     "bench --seq-len above the position table": Case("bench.py", flags("--seq-len", "513"),
                                                      ("--seq-len 513: the position table of --config base holds at most 512",)),
-    "bench --json a folder": Case("bench.py", flags("--json", "{d}"), ("--json {d}: is a folder",)),
-    "bench --device unknown": Case("bench.py", flags("--device", "gpu0"), ("--device 'gpu0'",)),
 }
 
 # -----------------------------------------------------------------------------
