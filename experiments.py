@@ -212,9 +212,7 @@ def run_once(run_dir, argv, label):
     targs = train_args(run_dir, argv, resume)
     try:
         return train.run(targs)
-    except SystemExit as e:
-        if "training loss is" not in str(e.code):  # a setup error would stop every run: stop the sweep
-            raise
+    except train.Diverged as e:  # any other exit is a setup error, which would stop every run: it stops the sweep
         failed = {"args": vars(targs), "error": str(e.code), "best_metric": float("nan"), "history": []}
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json(run_dir / "failed.json", failed)

@@ -231,3 +231,19 @@ def test_holdout_split_is_stratified_and_seeded():
     assert [sum(q <= e.label < q + 1 for e in hold) for q in quintile] == [4] * 5
     with pytest.raises(data.DataError, match="--holdout 0.001: leaves 0 of 200"):
         data.holdout_split(ex, 0.001, seed=0)
+
+
+def test_resume_after_the_last_epoch_only_finishes(setup, tmp_path):
+    """A run stopped after its last epoch's state was written but before metrics.json said
+    "finished" has nothing left to train: --resume only writes the final metrics.json (a sweep
+    that resumes every unfinished run must not be stuck on it)."""
+    out = tmp_path / "run"
+    train(setup, out, "--epochs", "1", "--no-checkpoint")
+    state = torch.load(out / "train_state.pt", weights_only=False) if (out / "train_state.pt").exists() else None
+    assert state is None  # --no-checkpoint removes the state of a finished run
+    train(setup, out, "--epochs", "1")
+    m = metrics(out)
+    m["finished"] = False
+    (out / "metrics.json").write_text(json.dumps(m))
+    r = train(setup, out, "--epochs", "1", "--resume")
+    assert metrics(out)["finished"] and metrics(out)["history"] == m["history"] and "best dev" in r.stdout

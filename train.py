@@ -123,6 +123,10 @@ def parse_args(argv=None):
     return args
 
 
+class Diverged(SystemExit):
+    """A non-finite training loss: the run cannot go on (a sweep records it and moves on)."""
+
+
 def adamw(net, lr, weight_decay):
     """AdamW with no weight decay on biases and LayerNorm (the 1-D parameters). fused: one
     kernel over all parameters, the same update as the default loop at a fraction of its
@@ -275,10 +279,21 @@ def run(args):
         if device.type == "cuda":
             torch.cuda.set_rng_state(state["rng"][rank]["cuda"], device)
         if first_epoch > args.epochs or step >= total_steps or state["epoch"] - best_epoch >= args.patience:
-            sys.exit(f"error: --resume: nothing to resume: the run in {out} already finished "
-                     f"(epoch {state['epoch']} of {args.epochs}; raise --epochs to train longer)")
+            metrics_file = out / "metrics.json"
+            if metrics_file.is_file() and json.loads(metrics_file.read_text()).get("finished"):
+                sys.exit(f"error: --resume: nothing to resume: the run in {out} already finished "
+                         f"(epoch {state['epoch']} of {args.epochs}; raise --epochs to train longer)")
+            # stopped after its last epoch's state and before the final metrics.json: only that is left to do
+            first_epoch = args.epochs + 1
         say(f"resuming after epoch {state['epoch']} (step {step}) from {out / STATE}")
-    result = None
+
+    def summary(finished):
+        dev_at_best = next(h["metric"] for h in history if h["epoch"] == best_epoch)
+        return {"args": vars(args), "lr": lr, "batch_size": batch_size, "max_len": max_len,
+                "layers": layers, "world_size": world, "selection": "holdout" if hold_ex else "dev",
+                "best_metric": best, "best_epoch": best_epoch, "dev_at_best": dev_at_best,
+                "history": history, "seconds": time.time() - t_start, "finished": finished}
+
     net.train()
     for epoch in range(first_epoch, args.epochs + 1):
         adrop = use_addrop and addrop.is_addrop_epoch(epoch, not args.no_cross_tuning)
@@ -298,7 +313,12 @@ def run(args):
             if adrop:  # Algorithm 1, lines 7-9: attribution, masks, then the masked forward below
                 # on `net`, not the DDP wrapper: attribution and masks are per example and need no
                 # communication, and a forward through the wrapper would make DDP wait for a
-                # gradient all-reduce that this pass (gradients to A only) never triggers
+                # gradient all-reduce that this pass (gradients to A only) never triggers.
+                # Precision: under bf16 the attribution pass runs in bf16 like training (it costs what a
+                # training forward costs); A comes out of the softmax in float32 (the padding mask
+                # promotes the scores), so B = dF/dA is a float32 tensor with bf16-rounded values, and
+                # Eq. 6's threshold compares float32 numbers. bench.py --bf16-masks measures how often
+                # the masks then agree with float32's.
                 with autocast():
                     masks = addrop.addrop_masks(net, b, layers, args.p, args.q, args.attribution,
                                                 gold=args.labels == "gold", regression=regression,
@@ -339,7 +359,7 @@ def run(args):
         rec["step_losses"] = [round(x, 6) for x in losses.tolist()]
         history.append(rec)
         if not math.isfinite(train_loss):
-            sys.exit(f"error: epoch {epoch}: training loss is {train_loss}; try a smaller --lr")
+            raise Diverged(f"error: epoch {epoch}: training loss is {train_loss}; try a smaller --lr")
         improved = selected > best
         if improved:
             best, best_epoch = selected, epoch
@@ -347,14 +367,9 @@ def run(args):
             modeling.save_pretrained(net, out, {"task": args.task})
             shutil.copyfile(weights / "tokenizer.json", out / "tokenizer.json.tmp")
             os.replace(out / "tokenizer.json.tmp", out / "tokenizer.json")
-        dev_at_best = next(h["metric"] for h in history if h["epoch"] == best_epoch)
-        result = {"args": vars(args), "lr": lr, "batch_size": batch_size, "max_len": max_len,
-                  "layers": layers, "world_size": world, "selection": "holdout" if hold_ex else "dev",
-                  "best_metric": best, "best_epoch": best_epoch, "dev_at_best": dev_at_best,
-                  "history": history, "seconds": time.time() - t_start, "finished": False}
         save_state(out, master, world, settings, net, opt, epoch, step, best, best_epoch, history)
         if master:
-            write_json(out / "metrics.json", result)
+            write_json(out / "metrics.json", summary(finished=False))
         # printed once the epoch's state is on disk
         say(f"epoch {epoch} ({rec['kind']}) | train loss {train_loss:.4f} | dev loss {dev_loss:.4f} | "
             f"dev {task.metrics[0]} {metrics['metric']:.4f}"
@@ -362,9 +377,9 @@ def run(args):
             + f"{' *' if improved else ''} | dropped {rec['dropped']:.1%} | {rec['seconds']:.1f} s", flush=True)
         if step >= total_steps or epoch - best_epoch >= args.patience:
             break
-    if result is None:
+    if not history:
         sys.exit("error: no training step ran (is the training set empty?)")
-    result["finished"] = True  # a sweep skips runs marked finished and redoes the rest
+    result = summary(finished=True)  # a sweep skips runs marked finished and redoes the rest
     if master:
         write_json(out / "metrics.json", result)
         if args.no_checkpoint:  # a sweep keeps only the metrics of a finished run
