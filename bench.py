@@ -80,6 +80,11 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); on a CPU "
                     "shared with other jobs 1 can be faster and steadier: every parallel op waits for its slowest thread")
     ap.add_argument("--seed", type=int, default=0, help="seeds the batch, the fresh weights and the masks")
+    ap.add_argument("--bf16-masks", action="store_true",
+                    help="instead of timing: how often masks from a bf16 attribution pass agree with float32's, "
+                         "on real RTE dev batches with the installed all-MiniLM-L6-v2")
+    ap.add_argument("--checkpoint", default=None, metavar="DIR",
+                    help="--bf16-masks: a fine-tuned RTE model (train.py's --out) instead of MiniLM with a fresh head")
     args = ap.parse_args(argv)
     # refuse bad input before any model is built; --seq-len against the position table is checked in main
     for flag in ("batch_size", "steps", "iga_steps", "threads"):
@@ -223,6 +228,46 @@ def data_throughput(args, weights, max_len):
     return None
 
 
+def bf16_masks(args, batches=4):
+    """How far --dtype bf16 moves AD-DROP's masks. On real RTE dev batches (16 x up to 128 tokens) and the
+    installed MiniLM, GA scores of all layers are taken once in float32 and once under bf16 autocast (as
+    train.py does under --dtype bf16), and compared through what they decide: the candidate regions of Eq. 6
+    (p = 0.7, q = 1), the dropped positions of Eq. 7 (q = 0.1, the same coin flips for both), and the pseudo
+    labels. Agreement is the intersection over the union of the two sets of (example, head, query, key).
+    A fresh head's logits are nearly tied, so bf16 rounding flips many pseudo labels there: pass a
+    fine-tuned --checkpoint for the figure that holds in an AD-DROP epoch (which follows a plain one)."""
+    device = train.pick_device(args.device, 0)
+    torch.manual_seed(args.seed)  # the fresh head, when there is one
+    weights = Path(args.checkpoint) if args.checkpoint else modeling.default_weights_dir()
+    net = modeling.from_pretrained(weights, 2).to(device)
+    tok = data.load_tokenizer(weights, 128)
+    dev = data.load_split("rte", "dev", data.resolve_data_dir(args.data_dir))[:16 * batches]
+    layers = list(range(net.cfg.num_hidden_layers))
+    sets = {"candidates (q = 1)": [0, 0], "dropped (q = 0.1)": [0, 0]}  # name -> [intersection, union]
+    same_label = 0
+    for b in data.batches(data.encode(tok, dev), [e.label for e in dev], 16, data.pad_token_id(tok)):
+        b = {k: v.to(device) for k, v in b.items()}
+        s32 = addrop.attribute(net, b, layers, "ga")
+        with torch.autocast(device.type, torch.bfloat16):
+            s16 = addrop.attribute(net, b, layers, "ga")
+            logits16 = net(b["input_ids"], b["attention_mask"], b["token_type_ids"])[0]
+        with torch.no_grad():
+            same_label += (net(b["input_ids"], b["attention_mask"], b["token_type_ids"])[0].argmax(-1)
+                           == logits16.argmax(-1)).sum().item()
+        for l in layers:
+            for name, q in (("candidates (q = 1)", 1.0), ("dropped (q = 0.1)", 0.1)):
+                m32, m16 = (addrop.drop_mask(s[l].float(), b["attention_mask"], P, q,
+                                             generator=torch.Generator(device).manual_seed(l)) for s in (s32, s16))
+                sets[name][0] += (m32 & m16).sum().item()
+                sets[name][1] += (m32 | m16).sum().item()
+    print(f"bf16 vs float32 attribution: {len(dev)} RTE dev examples, GA in all {len(layers)} layers, p={P}, "
+          f"{f'fine-tuned {weights}' if args.checkpoint else 'MiniLM with a fresh classifier head'}, {device}")
+    for name, (inter, union) in sets.items():
+        print(f"  {name:<20} agree on {inter / union:.2%} of the positions either one marks (intersection / union)")
+    print(f"  pseudo labels        {same_label} of {len(dev)} the same")
+    return {name: inter / union for name, (inter, union) in sets.items()} | {"pseudo_labels_same": same_label / len(dev)}
+
+
 def main(args):
     device = train.pick_device(args.device, 0)  # refuses a bad --device by name
     torch.manual_seed(args.seed)
@@ -353,6 +398,11 @@ def main(args):
 if __name__ == "__main__":
     args = parse_args()
     try:
-        main(args)
+        if args.bf16_masks:
+            result = bf16_masks(args)
+            if args.json:
+                Path(args.json).write_text(json.dumps(result, indent=2))
+        else:
+            main(args)
     except (data.DataError, modeling.WeightsError) as e:  # they name the file or key: show just that
         sys.exit(f"error: {e}")
