@@ -77,8 +77,9 @@ class Config:
             required.append("pad_token_id")  # RoBERTa's positions start past it; BERT never reads it
         missing = [k for k in required if k not in raw]
         if missing:
+            them = "it" if len(missing) == 1 else "them"
             raise WeightsError(f"{path}: lacks {', '.join(missing)}, which the model needs "
-                               "(a config.json written by transformers has them; no default is assumed)")
+                               f"(a config.json written by transformers has {them}; no default is assumed)")
         cfg = cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
         problems = []
         def number(x, kind=(int, float)):  # bool is an int in Python, never a size
