@@ -112,8 +112,12 @@ def parse_args(argv=None):
         v = getattr(args, flag)
         if v is not None and v < 1:
             bad(f"--{flag.replace('_', '-')} {v}: must be at least 1")
-    if args.lr is not None and not args.lr > 0:
-        bad(f"--lr {args.lr}: must be positive")
+    if args.lr is not None and not 0 < args.lr < math.inf:
+        bad(f"--lr {args.lr}: must be a positive number")
+    if not 0 <= args.weight_decay < math.inf:
+        bad(f"--weight-decay {args.weight_decay}: must be a number at least 0")
+    if not 0 <= args.seed < 2**32:  # data.batches seeds its shuffle with seed * 1_000_003 + epoch, a 64-bit integer
+        bad(f"--seed {args.seed}: must be in [0, 2**32)")
     if not 0 <= args.warmup <= 1:
         bad(f"--warmup {args.warmup}: must be a fraction in [0, 1]")
     if args.patience < 1:
@@ -209,7 +213,7 @@ def run(args):
     hold_ex = []
     if args.holdout:
         train_ex, hold_ex = data.holdout_split(train_ex, args.holdout, args.seed)
-    tok = data.load_tokenizer(weights, max_len)
+    tok = data.load_tokenizer(weights, max_len, net.cfg)  # refuses a tokenizer of another model
     pad_id = data.pad_token_id(tok)
     train_enc, dev_enc, hold_enc = data.encode(tok, train_ex), data.encode(tok, dev_ex), data.encode(tok, hold_ex)
     train_y, dev_y, hold_y = [e.label for e in train_ex], [e.label for e in dev_ex], [e.label for e in hold_ex]

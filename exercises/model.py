@@ -74,11 +74,14 @@ class Config:
             raise WeightsError(f"{path} line {e.lineno}: not valid JSON ({e.msg}, column {e.colno})") from None
         if not isinstance(raw, dict):
             raise WeightsError(f"{path}: expected a JSON object of config keys, found a JSON {type(raw).__name__}")
-        required = ["model_type", *REQUIRED_INTS, "layer_norm_eps"] + (["pad_token_id"] if raw.get("model_type") == "roberta" else [])
+        required = ["model_type", *REQUIRED_INTS, "layer_norm_eps"]
+        if raw.get("model_type") == "roberta":
+            required.append("pad_token_id")  # RoBERTa's positions start past it; BERT never reads it
         missing = [k for k in required if k not in raw]
         if missing:
+            them = "it" if len(missing) == 1 else "them"
             raise WeightsError(f"{path}: lacks {', '.join(missing)}, which the model needs "
-                               "(a config.json written by transformers has them; no default is assumed)")
+                               f"(a config.json written by transformers has {them}; no default is assumed)")
         cfg = cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
         problems = []
         def number(x, kind=(int, float)):  # bool is an int in Python, never a size
@@ -279,6 +282,12 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
     if not d.is_dir():
         raise WeightsError(f"weights: {d} is a file, not a folder ({layout})")
     for f in (d / "config.json", d / "model.safetensors"):
+        if f.is_symlink() and not f.exists():  # e.g. a Hugging Face cache snapshot copied without cp -L
+            raise WeightsError(f"weights: {f} is a link to {os.readlink(f)}, which does not exist; copy the "
+                               "files themselves (cp -L), see weights/README.md")
+        if f.name == "model.safetensors" and not f.exists() and (d / "pytorch_model.bin").exists():
+            raise WeightsError(f"weights: {d} has pytorch_model.bin but no model.safetensors; we read only "
+                               "safetensors: download the model's model.safetensors (see weights/README.md)")
         if not f.is_file():
             raise WeightsError(f"weights: {f} {'is not a file' if f.exists() else 'does not exist'} ({layout})")
     cfg = Config.from_json(d / "config.json")
@@ -304,7 +313,7 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
                                    f"the model expects {tuple(p.shape)}{hint}")
             if not t.is_floating_point():  # load_state_dict would cast integers silently
                 raise WeightsError(f"{path}: key {key} is stored as {t.dtype}, not as floating point numbers")
-            if not torch.isfinite(t).all():
+            if not torch.isfinite(t.float()).all():  # float(): isfinite has no kernel for some float8 types
                 raise WeightsError(f"{path}: key {key} holds NaN or infinite values; the file is corrupt")
             state[name] = t
     unexpected = [v for k, v in file_keys.items() if not k.removeprefix(prefix).startswith(IGNORED)]
