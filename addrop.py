@@ -19,9 +19,9 @@ Steps 1-3 need nothing from the model but its attention probabilities A_l (out) 
 per-layer additive masks M_l (in); see model.py.
 """
 
-import math
-
 import torch
+
+from model import bernoulli  # the gap sampler, shared with the model's ordinary dropout
 
 ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
 
@@ -73,10 +73,10 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
     was_training = model.training
     model.eval()
     try:
-        if method == "aa":  # the maps themselves: no label, and no layer above the highest selected
-            with torch.no_grad():
+        if method == "aa":  # the maps themselves: no label, no layer above the highest selected, and in
+            with torch.no_grad():  # that one nothing past its map (first_only)
                 _, attns = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                                         depth=max(layers) + 1)
+                                         depth=max(layers) + 1, first_only=True)
             return {l: attns[l] for l in layers}
         if method == "ga":
             with torch.enable_grad():
@@ -113,6 +113,7 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
         if labels is None:
             labels = model.head(x).argmax(-1)  # Eq. 4
     B, H, T, _ = attns[0].size()
+    L = len(enc.layers)
     if ig_budget is None:
         ig_budget = 2**25 if x.is_cuda else 2**23
     K = max(1, min(m, ig_budget // (B * H * T * T)))  # steps per chunk
@@ -125,10 +126,10 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
             h = xs[l].repeat(k, 1, 1)  # (k*B, T, C): step-major copies of the batch
             padk = pad.repeat(k, 1, 1, 1)  # (k*B, 1, 1, T)
             scale = a.repeat_interleave(B).view(k * B, 1, 1, 1)
-            with torch.enable_grad():
-                h, A_scaled = enc.layers[l](h, padk, scale=scale)  # A_scaled = k/m A_l
-                for layer in enc.layers[l + 1:]:
-                    h, _ = layer(h, padk)
+            with torch.enable_grad():  # the head reads the first token only: so does the last layer
+                h, A_scaled = enc.layers[l](h, padk, scale=scale, first_only=l == L - 1)  # A_scaled = k/m A_l
+                for i in range(l + 1, L):
+                    h, _ = enc.layers[i](h, padk, first_only=i == L - 1)
                 F = objective(model.head(h), labels.repeat(k), regression)
                 g, = torch.autograd.grad(F, A_scaled)  # dF/dA at k/m A, (k*B, H, T, T)
             total += g.view(k, B, H, T, T).sum(0)
@@ -137,31 +138,6 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
 
 # -----------------------------------------------------------------------------
 # step 3: the mask (Eq. 6-7)
-
-def bernoulli(shape, prob, generator=None, device=None):
-    """A bool tensor of independent Bernoulli(prob) draws: the distribution of
-    torch.rand(shape) < prob, drawn in a fraction of the time when prob is small.
-
-    Instead of one uniform per entry, draw the GAPS between one True and the next along the
-    flattened tensor: each gap is Geometric(prob), 1 + floor(log U / log(1 - prob)) with U
-    uniform on (0, 1], so about prob * numel uniforms do the work of numel (a tenth at AD-DROP's
-    q = 0.1). A round draws enough gaps to pass the end about 98 times in 100; when they fall
-    short, the next round starts where they stopped (gaps are memoryless). Above prob = 0.25
-    one uniform per entry is the cheaper draw, and is used."""
-    if prob > 0.25:
-        return torch.rand(shape, generator=generator, device=device) < prob
-    n = math.prod(shape)
-    out = torch.zeros(n, dtype=torch.bool, device=device)
-    last = -1  # flat index of the last True drawn so far (none yet)
-    while prob > 0 and last < n - 1:
-        mean = (n - 1 - last) * prob  # Trues expected in the rest
-        u = 1 - torch.rand(int(mean + 2 * math.sqrt(mean)) + 1, dtype=torch.float64, generator=generator, device=device)
-        gaps = (u.log() / math.log1p(-prob)).floor().clamp(max=n) + 1  # Geometric(prob), >= 1
-        pos = last + gaps.long().cumsum(0)  # flat indices of the next Trues, increasing
-        out.index_fill_(0, pos[:int(torch.searchsorted(pos, n))], True)  # those before the end
-        last = int(pos[-1])
-    return out.view(shape)
-
 
 def _real_rows(drop, attention_mask):
     """What drop_mask and random_mask both do last, in place on drop (B, H, T, T):

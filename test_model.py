@@ -14,6 +14,7 @@ comparison alone.
 """
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -569,6 +570,54 @@ def test_gradients_reach_every_attention_map(model_type):
     for A, dA in zip(attns, grads):
         assert dA.shape == A.shape and torch.isfinite(dA).all() and dA.abs().max() > 0
     assert torch.all(grads[-1][:, :, 1:] == 0)
+
+# -----------------------------------------------------------------------------
+# 10. speed-ups that change no distribution and no number: dropout's gap sampler, first_only
+
+@pytest.mark.parametrize("p", [0.02, 0.1, 0.6])
+def test_dropout_keeps_its_distribution(p):
+    """model.dropout draws its zeros by their gaps (model.bernoulli_indices) instead of one uniform
+    per entry, as F.dropout does: another random stream, the same law. Over 10000 draws of 6 entries
+    the number of zeros is Binomial(6, p), each entry and each neighbouring pair is zero with
+    probability p and p^2 (5 sigma); the survivors are x / (1 - p) exactly, or x with rescale=False,
+    and the gradient is that same factor where the entry survived and 0 where it was dropped, as
+    F.dropout's. Six entries often need the sampler's second round (11% of draws at p = 0.02)."""
+    torch.manual_seed(0)
+    N, n = 10000, 6
+    x = torch.arange(1.0, n + 1, dtype=torch.float64).expand(N, n).requires_grad_()  # (N, 6), no zero of its own
+    y = torch.stack([model.dropout(row, p, training=True) for row in x])
+    zero = (y == 0).double()
+    heads = zero.sum(1)
+    for k in range(n + 1):
+        pk = math.comb(n, k) * p**k * (1 - p) ** (n - k)
+        assert abs((heads == k).sum().item() - N * pk) <= 5 * math.sqrt(N * pk * (1 - pk)) + 1
+    for observed, pr in [(zero.mean(0), p), ((zero[:, 1:] * zero[:, :-1]).mean(0), p**2)]:
+        assert ((observed - pr).abs() <= 5 * math.sqrt(pr * (1 - pr) / N)).all()
+    kept = y != 0
+    assert torch.equal(y[kept], (x / (1 - p))[kept])
+    dx, = torch.autograd.grad(y.sum(), x)
+    assert torch.equal(dx, kept.double() / (1 - p))
+    unscaled = model.dropout(x[0], p, training=True, rescale=False)
+    assert torch.equal(unscaled[unscaled != 0], x[0][unscaled != 0])
+    # a (B, H, T, T)-sized draw: the zeros' fraction is p to 5 sigma; eval mode and p = 0 change nothing
+    big = model.dropout(torch.ones(16, 12, 64, 64), p, training=True)
+    m = big.numel()
+    assert abs((big == 0).sum().item() - p * m) < 5 * math.sqrt(m * p * (1 - p))
+    assert model.dropout(x, p, training=False) is x and model.dropout(x, 0.0, training=True) is x
+
+
+@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+def test_first_only_changes_no_number(model_type):
+    """Model.forward runs the encoder with first_only: the last layer computes A whole but carries
+    only the first token past it, the one token the classifier reads. That token's hidden state and
+    every A_l are what the full encoder computes (float64: only the matmul's blocking may differ)."""
+    net = tiny_model(model_type, torch.float64)
+    ids, mask, types = padded_batch(model_type)
+    with torch.no_grad():
+        h, attns = net.encoder(ids, mask, types)
+        h1, attns1 = net.encoder(ids, mask, types, first_only=True)
+    assert max_diff(h1[:, 0], h[:, 0]) < 1e-12
+    assert all(torch.equal(a1, a) for a1, a in zip(attns1, attns))
 
 # -----------------------------------------------------------------------------
 # regenerating the references (needs transformers; run on a machine that has it)

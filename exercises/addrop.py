@@ -21,9 +21,9 @@ Steps 1-3 need nothing from the model but its attention probabilities A_l (out) 
 per-layer additive masks M_l (in); see model.py.
 """
 
-import math
-
 import torch
+
+from model import bernoulli  # the gap sampler, shared with the model's ordinary dropout
 
 ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
 
@@ -103,31 +103,6 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
 
 # -----------------------------------------------------------------------------
 # step 3: the mask (Eq. 6-7)
-
-def bernoulli(shape, prob, generator=None, device=None):
-    """A bool tensor of independent Bernoulli(prob) draws: the distribution of
-    torch.rand(shape) < prob, drawn in a fraction of the time when prob is small.
-
-    Instead of one uniform per entry, draw the GAPS between one True and the next along the
-    flattened tensor: each gap is Geometric(prob), 1 + floor(log U / log(1 - prob)) with U
-    uniform on (0, 1], so about prob * numel uniforms do the work of numel (a tenth at AD-DROP's
-    q = 0.1). A round draws enough gaps to pass the end about 98 times in 100; when they fall
-    short, the next round starts where they stopped (gaps are memoryless). Above prob = 0.25
-    one uniform per entry is the cheaper draw, and is used."""
-    if prob > 0.25:
-        return torch.rand(shape, generator=generator, device=device) < prob
-    n = math.prod(shape)
-    out = torch.zeros(n, dtype=torch.bool, device=device)
-    last = -1  # flat index of the last True drawn so far (none yet)
-    while prob > 0 and last < n - 1:
-        mean = (n - 1 - last) * prob  # Trues expected in the rest
-        u = 1 - torch.rand(int(mean + 2 * math.sqrt(mean)) + 1, dtype=torch.float64, generator=generator, device=device)
-        gaps = (u.log() / math.log1p(-prob)).floor().clamp(max=n) + 1  # Geometric(prob), >= 1
-        pos = last + gaps.long().cumsum(0)  # flat indices of the next Trues, increasing
-        out.index_fill_(0, pos[:int(torch.searchsorted(pos, n))], True)  # those before the end
-        last = int(pos[-1])
-    return out.view(shape)
-
 
 def _real_rows(drop, attention_mask):
     """What drop_mask and random_mask both do last, in place on drop (B, H, T, T):

@@ -26,7 +26,8 @@ EXERCISES = [
     (1, "model.py", "Layer.forward", "Eq. 1, attention with the padding mask and M_l",
      "test_model.py's reference and attention tests", "reference or padding or rows or one_entry or reach",
      "A goes out times `scale` when one is given (integrated gradients: test_addrop.py\n"
-     "lessons 1, 3-5), and before attention dropout, which acts on A @ v only."),
+     "lessons 1, 3-5), and before attention dropout (dropout() above), which acts on A @ v only.\n"
+     "first_only is only a saving: x may stay (B, T, C), the head reads x[:, 0] either way."),
     (2, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward",
      "lessons 1, 2, 11-13", "finite or backward or gold or regression or ablations",
      "runs in eval mode and hands the model back in the mode it came in (lesson 2).\n"
