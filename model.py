@@ -199,17 +199,13 @@ class Layer(nn.Module):
         used, (B, H, T, T)."""
         B, T, C = x.size()
         H, D = self.H, C // self.H
-        # q, k and v from one matmul over the three weights stacked (they stay three Linear
-        # modules, under Hugging Face's names); 1/sqrt(D) is folded into q's weights, so that no
-        # pass over the (B, H, T, T) scores is spent on it
+        # 1/sqrt(D) goes into q's weights, (C, C), rather than onto the scores, (B, H, T, T)
         s = 1 / math.sqrt(D)
-        w = torch.cat([self.q.weight * s, self.k.weight, self.v.weight])  # (3C, C)
-        b = torch.cat([self.q.bias * s, self.k.bias, self.v.bias])  # (3C,)
-        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in F.linear(x, w, b).split(C, dim=-1))  # (B, H, T, D)
+        q = F.linear(x, self.q.weight * s, self.q.bias * s).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = self.k(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        v = self.v(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
         bias = pad if M is None else pad.masked_fill(M, float("-inf"))  # padding mask + M_l, (B, H, T, T)
-        scores = q @ k.transpose(-2, -1)  # (B, H, T, T), Q K^T / sqrt(D)
-        scores += bias  # in place: the product's gradient does not need it
-        A = F.softmax(scores, dim=-1)  # (B, H, T, T), Eq. 1
+        A = F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1)  # (B, H, T, T), Eq. 1
         if scale is not None:
             A = A * scale
         A_rows = A
