@@ -161,9 +161,9 @@ def dropout(x, p, training, rescale=True):
     F.dropout's distribution from another random stream. On a CPU, F.dropout draws one random
     number per entry (the most expensive op of a step after the matmuls); here the zeros are
     drawn by their gaps (bernoulli_indices, a tenth of the numbers at p = 0.1) and written by
-    index into a copy of x: 3x faster on (B, H, T, T). A GPU draws a number per entry at memory
-    speed, and the gap sampler's rounds would wait on it: there F.dropout's own kernel is used.
-    This is the one place that chooses."""
+    index into a copy of x: on MiniLM's (B, H, T, T) the draw is 3x faster, forward and backward
+    together 2x. A GPU draws a number per entry at memory speed, and the gap sampler's rounds
+    would wait on it: there F.dropout's own kernel is used. This is the one place that chooses."""
     if not training or p == 0:
         return x
     if x.device.type != "cpu":
