@@ -86,7 +86,8 @@ def parse_args(argv=None):
                     help="instead of timing: how often masks from a bf16 attribution pass agree with float32's, "
                          "on real RTE dev batches with the installed all-MiniLM-L6-v2")
     ap.add_argument("--checkpoint", default=None, metavar="DIR",
-                    help="--bf16-masks: a fine-tuned RTE model (train.py's --out) instead of MiniLM with a fresh head")
+                    help="--bf16-masks: a fine-tuned model (train.py's --out; its task's dev set is used) instead of "
+                         "MiniLM with a fresh head on RTE")
     args = ap.parse_args(argv)
     # refuse bad input before any model is built; --seq-len against the position table is checked in main
     for flag in ("batch_size", "steps", "iga_steps", "threads"):
@@ -241,9 +242,12 @@ def bf16_masks(args, batches=4):
     device = train.pick_device(args.device, 0)
     torch.manual_seed(args.seed)  # the fresh head, when there is one
     weights = Path(args.checkpoint) if args.checkpoint else modeling.default_weights_dir()
-    net = modeling.from_pretrained(weights, 2).to(device)
+    task = json.loads((weights / "config.json").read_text()).get("task", "rte")  # train.py writes a checkpoint's task
+    if data.get_task(task).labels is None:
+        sys.exit(f"error: --checkpoint {weights}: a {task} model is a regressor; --bf16-masks compares classifiers")
+    net = modeling.from_pretrained(weights, data.num_labels(task)).to(device)
     tok = data.load_tokenizer(weights, 128)
-    dev = data.load_split("rte", "dev", data.resolve_data_dir(args.data_dir))[:16 * batches]
+    dev = data.load_split(task, "dev", data.resolve_data_dir(args.data_dir))[:16 * batches]
     layers = list(range(net.cfg.num_hidden_layers))
     sets = {"candidates (q = 1)": [0, 0], "dropped (q = 0.1)": [0, 0]}  # name -> [intersection, union]
     same_label = 0
@@ -262,7 +266,7 @@ def bf16_masks(args, batches=4):
                                              generator=torch.Generator(device).manual_seed(l)) for s in (s32, s16))
                 sets[name][0] += (m32 & m16).sum().item()
                 sets[name][1] += (m32 | m16).sum().item()
-    print(f"bf16 vs float32 attribution: {len(dev)} RTE dev examples, GA in all {len(layers)} layers, p={P}, "
+    print(f"bf16 vs float32 attribution: {len(dev)} {data.get_task(task).name} dev examples, GA in all {len(layers)} layers, p={P}, "
           f"{f'fine-tuned {weights}' if args.checkpoint else 'MiniLM with a fresh classifier head'}, {device}")
     for name, (inter, union) in sets.items():
         print(f"  {name:<20} agree on {inter / union:.2%} of the positions either one marks (intersection / union)")
