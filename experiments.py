@@ -14,7 +14,8 @@ What the cpu presets run, and their wall time on 2 CPU cores shared with other j
     grid     SST-2, first 160, 3 epochs, 3x3 grid with and without cross-tuning, 19 runs    17 min
     seeds    SST-2, 16- and 64-shot, 3 seeds, fine-tuning and AD-DROP, 12 runs              15 min
     figure1  SST-2, a model fine-tuned on the first 192 for 2 epochs, then one example       1 min
-    compare  the tasks of PRESETS["cpu"]["compare"], 5 seeds x 4 methods per task
+    compare  SST-2, STS-B, RTE: first 200 each (50 held out), 4 epochs, 5 seeds x 4 methods,
+             60 runs; two --threads 1 shards side by side                                 31 min
 
 --scale cpu (the default) runs a miniature with the default all-MiniLM-L6-v2 that finishes in minutes on a
 laptop CPU: a few hundred training examples, at most 64 tokens, 3-6 epochs, SST-2 scored on the first 400 of
