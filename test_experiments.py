@@ -179,15 +179,15 @@ def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp
 
 
 def test_a_diverged_run_is_kept_as_failed_and_a_setup_error_stops_the_sweep(tmp_path, monkeypatch):
-    """train.py exits on a non-finite loss: that run is written as failed.json and read back, not retried, so
-    one diverged run does not end a sweep. Any other exit (a bad device, a --max-len too long) would stop
-    every run alike: it stops the sweep with train.py's message and leaves nothing behind."""
-    def exits(message):
+    """train.py exits on a non-finite loss with train.Diverged: that run is written as failed.json and read
+    back, not retried, so one diverged run does not end a sweep. Any other exit (a bad device, a --max-len too
+    long) would stop every run alike: it stops the sweep with train.py's message and leaves nothing behind."""
+    def exits(message, kind=SystemExit):
         def run(args):
-            raise SystemExit(message)  # as train.py's sys.exit(message)
+            raise kind(message)  # as train.py's sys.exit(message), or its Diverged
         return run
     argv = ["--task", "rte", "--no-checkpoint"]
-    monkeypatch.setattr(train, "run", exits("error: epoch 1: training loss is nan; try a smaller --lr"))
+    monkeypatch.setattr(train, "run", exits("error: epoch 1: training loss is nan; try a smaller --lr", train.Diverged))
     res = experiments.run_once(tmp_path / "nan", argv, "run")
     assert "loss is nan" in res["error"] and math.isnan(res["best_metric"])
     monkeypatch.setattr(train, "run", lambda args: pytest.fail("a failed run was retried"))
