@@ -247,3 +247,33 @@ def test_resume_after_the_last_epoch_only_finishes(setup, tmp_path):
     (out / "metrics.json").write_text(json.dumps(m))
     r = train(setup, out, "--epochs", "1", "--resume")
     assert metrics(out)["finished"] and metrics(out)["history"] == m["history"] and "best dev" in r.stdout
+
+
+def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
+    """With --holdout the best epoch is the one with the best holdout metric, whatever dev says; the dev
+    metric is only reported at that epoch (dev_at_best), and the holdout is not trained on. The task makes
+    the two disagree: the label is whether "cat" is in the first sentence, and dev's labels are the
+    opposite, so as the model learns, holdout accuracy rises and dev accuracy falls."""
+    rng = random.Random(0)
+    (tmp_path / "glue" / "RTE").mkdir(parents=True)
+    for split, n, flip in (("train", 240, False), ("dev", 64, True)):
+        rows = ["index\tsentence1\tsentence2\tlabel"]
+        for i in range(n):
+            cat = rng.random() < 0.5
+            words = rng.choices([w for w in WORDS if w != "cat"], k=rng.randint(4, 10))
+            if cat:
+                words.insert(rng.randrange(len(words)), "cat")
+            rows.append(f"{i}\t{' '.join(words)}\tthe dog\t{'entailment' if cat != flip else 'not_entailment'}")
+        (tmp_path / "glue" / "RTE" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    shutil.copytree(setup / "w0", tmp_path / "w0")
+    out = tmp_path / "holdout"
+    r = train(tmp_path, out, "--epochs", "4", "--holdout", "0.25", "--lr", "3e-3", "--no-checkpoint")
+    m = metrics(out)
+    hist = m["history"]
+    holdout, dev = [h["holdout_metric"] for h in hist], [h["metric"] for h in hist]
+    assert holdout[-1] > 0.9 and dev[-1] < 0.1  # it learned the rule, and dev says the opposite
+    best = holdout.index(max(holdout)) + 1  # the first best epoch, as the run keeps the first
+    assert m["selection"] == "holdout" and m["best_epoch"] == best != dev.index(max(dev)) + 1
+    assert m["best_metric"] == max(holdout) and m["dev_at_best"] == dev[best - 1]
+    assert "180 train / 60 holdout / 64 dev examples" in r.stdout  # 240 examples, a quarter held out
+    assert len(hist[0]["step_losses"]) == 23  # ceil(180 / 8) steps: the holdout is not trained on
