@@ -240,9 +240,9 @@ def run(args):
     # bf16: matmuls in bfloat16 under autocast, weights, optimizer and loss in float32 (on CUDA and CPU)
     autocast = lambda: torch.autocast(device.type, torch.bfloat16) if args.dtype == "bf16" else nullcontext()
 
-    def loss_fn(logits, y, reduction="mean"):
+    def loss_sum(logits, y):  # summed over the examples: callers divide by the count they mean
         logits = logits.float()
-        return F.mse_loss(logits.squeeze(-1), y, reduction=reduction) if regression else F.cross_entropy(logits, y, reduction=reduction)
+        return F.mse_loss(logits.squeeze(-1), y, reduction="sum") if regression else F.cross_entropy(logits, y, reduction="sum")
 
     def to_device(b):
         return {k: v.to(device, non_blocking=True) for k, v in b.items()}
@@ -257,7 +257,7 @@ def run(args):
             b = to_device(b)
             with autocast():
                 logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"])
-            total += loss_fn(logits, b["labels"], "sum").item()
+            total += loss_sum(logits, b["labels"]).item()
             preds.append(logits.float().squeeze(-1) if regression else logits.argmax(-1))
         net.train()
         preds = torch.cat(preds).cpu().numpy()
@@ -340,7 +340,7 @@ def run(args):
             with autocast():
                 logits, _ = ddp(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
             # this rank's part of the global batch mean; DDP averages gradients over ranks, hence * world
-            part = loss_fn(logits, b["labels"], "sum") * (weight / B)
+            part = loss_sum(logits, b["labels"]) * (weight / B)
             (part * world).backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
