@@ -277,3 +277,22 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     assert m["best_metric"] == max(holdout) and m["dev_at_best"] == dev[best - 1]
     assert "180 train / 60 holdout / 64 dev examples" in r.stdout  # 240 examples, a quarter held out
     assert len(hist[0]["step_losses"]) == 23  # ceil(180 / 8) steps: the holdout is not trained on
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dtype", "fp16"], "--dtype 'fp16': choose fp32 or bf16"),
+    (["--holdout", "1.5"], "--holdout 1.5: must be a fraction strictly between 0 and 1"),
+    (["--holdout", "0"], "--holdout 0.0: must be a fraction strictly between 0 and 1"),
+    (["--seed", "-1"], "--seed -1: must be in [0, 2**32)"),
+    (["--lr", "inf"], "--lr inf: must be a positive number"),
+    (["--weight-decay", "nan"], "--weight-decay nan: must be a number at least 0"),
+    (["--warmup", "2"], "--warmup 2.0: must be a fraction in [0, 1]"),
+    (["--patience", "0"], "--patience 0: must be at least 1"),
+])
+def test_new_flags_refused_by_name(capsys, argv, message):
+    """The flags this file's features added refuse a bad value in parse_args, in one line naming it."""
+    import train as train_py
+    with pytest.raises(SystemExit):
+        train_py.parse_args(argv)
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
