@@ -33,14 +33,19 @@ LENGTHS = (9, 6, 3)  # the padded test batch: three sentences, T = 9
 T = max(LENGTHS)
 # RoBERTa: padding is token 1, positions start at 2, one token type, T + 2 position rows as in
 # roberta-base (512 + 2) plus a few, so an off-by-more position would fall off the table
+# ELECTRA: embeddings narrower than the layers (16 < 32), as in electra-small (128 < 256), so that the
+# projection between them is exercised
 SPECIFIC = {"bert": dict(pad_token_id=0, type_vocab_size=2, max_position_embeddings=64, layer_norm_eps=1e-12),
-            "roberta": dict(pad_token_id=1, type_vocab_size=1, max_position_embeddings=T + 2 + 5, layer_norm_eps=1e-5)}
+            "roberta": dict(pad_token_id=1, type_vocab_size=1, max_position_embeddings=T + 2 + 5, layer_norm_eps=1e-5),
+            "electra": dict(pad_token_id=0, type_vocab_size=2, max_position_embeddings=64, layer_norm_eps=1e-12,
+                            embedding_size=16)}
+MODEL_TYPES = list(SPECIFIC)
 MINILM_SENTENCES = ["The movie was surprisingly good.", "Not bad."]
 
 
 def padded_batch(model_type, seed=0):
     """Token ids, attention mask and token types (B, T) for the sentences of LENGTHS, right-padded.
-    BERT gets a second segment (token type 1) from position 5 on; RoBERTa has a single type."""
+    BERT and ELECTRA get a second segment (token type 1) from position 5 on; RoBERTa has a single type."""
     g = torch.Generator().manual_seed(seed)
     pad = SPECIFIC[model_type]["pad_token_id"]
     ids = torch.randint(3, TINY["vocab_size"], (len(LENGTHS), T), generator=g)  # never a pad id
@@ -49,17 +54,18 @@ def padded_batch(model_type, seed=0):
         mask[b, :n] = 1
     ids[mask == 0] = pad
     types = torch.zeros_like(ids)
-    if model_type == "bert":
+    if model_type != "roberta":
         types[:, 5:] = 1
         types[mask == 0] = 0
     return ids, mask, types
 
 
-def tiny_model(model_type, dtype=torch.float32, seed=0):
+def tiny_model(model_type, dtype=torch.float32, seed=0, token_level=False):
     """A tiny random Model in eval mode. Every parameter is perturbed away from its init, so
     LayerNorm scales and biases (init 1 and 0) can't hide a wrong key or a missing term."""
     torch.manual_seed(seed)
-    net = model.Model(model.Config(model_type=model_type, **TINY, **SPECIFIC[model_type]), num_labels=3)
+    net = model.Model(model.Config(model_type=model_type, **TINY, **SPECIFIC[model_type]), num_labels=3,
+                      token_level=token_level)
     with torch.no_grad():
         for p in net.parameters():
             p.add_(0.1 * torch.randn_like(p))
@@ -80,15 +86,21 @@ def max_diff(a, b, where=None):
 # -----------------------------------------------------------------------------
 # 1. our encoder == Hugging Face's, on a padded batch
 
-def hf_tiny(model_type, seed=0, bare=False):
-    """A tiny random Hugging Face model (ForSequenceClassification, or the bare encoder) in eval
-    mode, eager attention so that it returns its attention probabilities."""
+def hf_classes(model_type):
+    """transformers' config, sequence-classification, token-classification and bare classes."""
     import transformers as tf
-    Cfg, Cls, Bare = {"bert": (tf.BertConfig, tf.BertForSequenceClassification, tf.BertModel),
-                      "roberta": (tf.RobertaConfig, tf.RobertaForSequenceClassification, tf.RobertaModel)}[model_type]
+    name = {"bert": "Bert", "roberta": "Roberta", "electra": "Electra"}[model_type]
+    return (getattr(tf, name + "Config"), getattr(tf, name + "ForSequenceClassification"),
+            getattr(tf, name + "ForTokenClassification"), getattr(tf, name + "Model"))
+
+
+def hf_tiny(model_type, seed=0, bare=False, token_level=False):
+    """A tiny random Hugging Face model (ForSequenceClassification, ForTokenClassification, or the
+    bare encoder) in eval mode, eager attention so that it returns its attention probabilities."""
+    Cfg, Seq, Tok, Bare = hf_classes(model_type)
     cfg = Cfg(**TINY, **SPECIFIC[model_type], num_labels=3, attn_implementation="eager")
     torch.manual_seed(seed)
-    hf = (Bare if bare else Cls)(cfg)
+    hf = (Bare if bare else Tok if token_level else Seq)(cfg)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # same reason as in tiny_model
         for p in hf.parameters():
@@ -117,7 +129,7 @@ def check_against(net, ids, mask, types, hidden, attns, logits, tol=1e-5):
         assert max_diff(our_logits, logits) < tol
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_matches_huggingface_live(model_type, tmp_path):
     """A tiny random Hugging Face model, saved as safetensors and loaded by our from_pretrained,
     gives the same hidden states, attention probabilities and logits to 1e-5 in float32 on a
@@ -130,7 +142,7 @@ def test_matches_huggingface_live(model_type, tmp_path):
     check_against(net, *batch, *hf_outputs(hf, *batch))
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_loads_bare_encoder_without_prefix(model_type, tmp_path):
     """A bare BertModel / RobertaModel checkpoint has keys without the bert./roberta. prefix and
     no classifier. It loads; the encoder matches Hugging Face to 1e-5; the classifier is fresh
@@ -147,20 +159,78 @@ def test_loads_bare_encoder_without_prefix(model_type, tmp_path):
         assert torch.equal(net.head.dense.weight, hf.pooler.dense.weight)
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_huggingface_reads_our_checkpoint(model_type, tmp_path):
     """save_pretrained writes Hugging Face key names, so transformers' own from_pretrained loads
     it with no missing weight and gives our logits to 1e-5."""
     tf = transformers_or_skip()
     net = tiny_model(model_type)
     model.save_pretrained(net, tmp_path)
-    Cls = {"bert": tf.BertForSequenceClassification, "roberta": tf.RobertaForSequenceClassification}[model_type]
-    hf = Cls.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    hf = hf_classes(model_type)[1].from_pretrained(tmp_path, attn_implementation="eager").eval()
     batch = padded_batch(model_type)
     check_against(net, *batch, *hf_outputs(hf, *batch))
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_token_head_both_ways(model_type, tmp_path):
+    """The token head (dropout, then `classifier` on every position) is Hugging Face's
+    ...ForTokenClassification: their tiny model loaded by our from_pretrained(token_level=True), and
+    our token model saved and loaded by their from_pretrained, give the same logits (B, T, 3) at real
+    positions to 1e-5, with hidden states and attentions."""
+    transformers_or_skip()
+    hf = hf_tiny(model_type, token_level=True)
+    hf.save_pretrained(tmp_path / "theirs", safe_serialization=True)
+    net = model.from_pretrained(tmp_path / "theirs", num_labels=3, token_level=True).eval()
+    batch = padded_batch(model_type)
+    check_token_logits(net, batch, *hf_outputs(hf, *batch))
+    ours = tiny_model(model_type, token_level=True)
+    model.save_pretrained(ours, tmp_path / "ours")
+    hf = hf_classes(model_type)[2].from_pretrained(tmp_path / "ours", attn_implementation="eager").eval()
+    check_token_logits(ours, batch, *hf_outputs(hf, *batch))
+
+
+def check_token_logits(net, batch, hidden, attns, logits, tol=1e-5):
+    ids, mask, types = batch
+    with torch.no_grad():
+        our_logits, our_attns = net(ids, mask, types)
+        h, _ = net.encoder(ids, mask, types)
+    real = mask.bool()
+    assert our_logits.shape == (*ids.shape, 3)
+    assert max_diff(h, hidden, real) < tol
+    assert max_diff(torch.stack(our_attns), attns) < tol
+    assert max_diff(our_logits, logits, real) < tol
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_token_head_matches_committed_reference(model_type, tmp_path):
+    """Without transformers: reference/<model>-tiny-token.npz holds a tiny random Hugging Face
+    ...ForTokenClassification's weights and the logits it computed on the padded batch; our
+    token-level model loaded from those weights gives them to 1e-5 at real positions."""
+    ref = np.load(REF / f"{model_type}-tiny-token.npz")
+    save_file({k.removeprefix("weights/"): torch.from_numpy(ref[k]) for k in ref.files if k.startswith("weights/")},
+              str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(str(ref["config"]))
+    net = model.from_pretrained(tmp_path, num_labels=3, token_level=True).eval()
+    t = {k: torch.from_numpy(ref[k]) for k in ("input_ids", "attention_mask", "token_type_ids",
+                                               "last_hidden_state", "attentions", "logits")}
+    check_token_logits(net, (t["input_ids"], t["attention_mask"], t["token_type_ids"]),
+                       t["last_hidden_state"], t["attentions"], t["logits"])
+
+
+def test_electra_projects_narrow_embeddings():
+    """ELECTRA with embedding_size E < hidden_size C has (vocab, E) embedding tables and an E -> C
+    linear map, embeddings_project, in the Hugging Face checkpoint; with E = C it has neither (as
+    electra-base). The keys save_pretrained writes are exactly these."""
+    small = tiny_model("electra")
+    assert small.encoder.word.weight.shape == (TINY["vocab_size"], 16) and small.encoder.project.weight.shape == (32, 16)
+    same = model.Model(model.Config(model_type="electra", **{**TINY, **SPECIFIC["electra"], "embedding_size": 32}), 3)
+    assert same.encoder.project is None
+    keys = {model.hf_key(n, "electra") for n in small.state_dict()}
+    assert "electra.embeddings_project.weight" in keys and "classifier.out_proj.weight" in keys
+    assert not any("pooler" in k for k in keys)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_matches_committed_reference(model_type, tmp_path):
     """The same comparison without transformers: reference/<model>-tiny.npz holds a tiny random
     Hugging Face model's weights (under Hugging Face key names), the padded batch and what
@@ -179,7 +249,7 @@ def test_matches_committed_reference(model_type, tmp_path):
 # -----------------------------------------------------------------------------
 # 2.-5. padding, attention rows, the AD-DROP mask, RoBERTa positions
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_padding_does_not_change_outputs(model_type):
     """A sentence alone and the same sentence padded inside a batch give the same hidden states at
     its real positions and the same logits: padding keys get exactly zero attention, so they add
@@ -196,7 +266,7 @@ def test_padding_does_not_change_outputs(model_type):
     assert max_diff(logits[b], logits1[0]) < 1e-10
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_attention_rows_are_distributions(model_type):
     """Every row of every A_l sums to one (softmax; float32 rounding over T = 9 terms is below
     1e-6) and is exactly zero on padding keys (exp(-inf) = 0), padding query rows included."""
@@ -263,7 +333,21 @@ def test_roberta_positions():
 # -----------------------------------------------------------------------------
 # 6.-7. checkpoints: round trip and loader errors
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("changes, message", [
+    (dict(num_hidden_layers=4000), "missing keys ['bert.encoder.layer.10.attention.output.LayerNorm.bias'"),
+    (dict(intermediate_size=10**9), "has shape (37, 32), the model expects (1000000000, 32) from "),
+    (dict(hidden_size=2**20, num_attention_heads=2**10), "has shape (100, 32), the model expects (100, 1048576) from "),
+])
+def test_config_far_larger_than_its_weights(ckpt, changes, message):
+    """A config.json describing a model far larger than its weights (thousands of layers, a huge width)
+    is refused by the key or shape that disagrees, read from the safetensors header, before anything is
+    allocated: built for real, the first would take minutes and the others terabytes."""
+    edit_config(ckpt, **changes)
+    with pytest.raises(model.WeightsError, match=re.escape(message)):
+        model.from_pretrained(ckpt, num_labels=3)
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_checkpoint_round_trip(model_type, tmp_path):
     """save_pretrained then from_pretrained gives back every parameter bit for bit (safetensors
     stores float32 exactly), the same config, hence identical logits; no *.tmp file is left."""
@@ -339,7 +423,7 @@ def test_loader_key_errors(ckpt):
 
 
 @pytest.mark.parametrize("changes, message", [
-    (dict(model_type="gpt2"), "unsupported config: model_type 'gpt2' (supported: bert, roberta)"),
+    (dict(model_type="gpt2"), "unsupported config: model_type 'gpt2' (supported: bert, roberta, electra)"),
     (dict(hidden_act="relu"), "unsupported config: hidden_act 'relu'"),
     (dict(position_embedding_type="relative_key"), "unsupported config: position_embedding_type 'relative_key'"),
     (dict(hidden_size=30), "unsupported config: hidden_size 30 is not a multiple of num_attention_heads 4"),
@@ -557,7 +641,7 @@ def test_minilm_matches_huggingface_live():
 # -----------------------------------------------------------------------------
 # 9. the interface AD-DROP uses: gradients with respect to the attention probabilities
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_gradients_reach_every_attention_map(model_type):
     """torch.autograd.grad(logit, attns) gives a finite gradient of the shape of A_l for every
     layer, nonzero somewhere. In the last layer only the first query row can matter (the head reads
@@ -606,7 +690,7 @@ def test_dropout_keeps_its_distribution(p):
     assert model.dropout(x, p, training=False) is x and model.dropout(x, 0.0, training=True) is x
 
 
-@pytest.mark.parametrize("model_type", ["bert", "roberta"])
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_first_only_changes_no_number(model_type):
     """Model.forward runs the encoder with first_only: the last layer computes A whole but carries
     only the first token past it, the one token the classifier reads. That token's hidden state and
@@ -622,14 +706,19 @@ def test_first_only_changes_no_number(model_type):
 # -----------------------------------------------------------------------------
 # regenerating the references (needs transformers; run on a machine that has it)
 
-def _make_reference():
-    """Write reference/bert-tiny.npz, reference/roberta-tiny.npz and, if all-MiniLM-L6-v2 is
-    installed, reference/minilm.npz. Weights go into the .npz rather than a committed .safetensors."""
+def _make_reference(names=None):
+    """Write reference/<type>-tiny.npz and reference/<type>-tiny-token.npz for bert, roberta and
+    electra and, if all-MiniLM-L6-v2 is installed, reference/minilm.npz; names: only the files of
+    these stems (python test_model.py electra-tiny). Weights go into the .npz rather than a
+    committed .safetensors."""
     import tempfile
     import transformers
     REF.mkdir(exist_ok=True)
-    for model_type in ("bert", "roberta"):
-        hf = hf_tiny(model_type)
+    for model_type, token_level in [(t, k) for t in MODEL_TYPES for k in (False, True)]:
+        stem = f"{model_type}-tiny" + "-token" * token_level
+        if names and stem not in names:
+            continue
+        hf = hf_tiny(model_type, token_level=token_level)
         with tempfile.TemporaryDirectory() as d:
             hf.save_pretrained(d, safe_serialization=True)
             weights = load_file(Path(d) / "model.safetensors")
@@ -640,7 +729,9 @@ def _make_reference():
         arrays.update(config=np.array(config), made_with=np.array(f"transformers {transformers.__version__}"),
                       input_ids=ids.numpy(), attention_mask=mask.numpy(), token_type_ids=types.numpy(),
                       last_hidden_state=hidden.numpy(), attentions=attns.numpy(), logits=logits.numpy())
-        np.savez_compressed(REF / f"{model_type}-tiny.npz", **arrays)
+        np.savez_compressed(REF / f"{stem}.npz", **arrays)
+    if names and "minilm" not in names:
+        return
     try:
         d = model.default_weights_dir()
     except model.WeightsError:
@@ -659,4 +750,5 @@ def _make_reference():
 
 
 if __name__ == "__main__":
-    _make_reference()
+    import sys
+    _make_reference(sys.argv[1:])
