@@ -17,13 +17,21 @@ Cross-tuning (Algorithm 1) alternates: odd epochs plain fine-tuning, even epochs
 
 Steps 1-3 need nothing from the model but its attention probabilities A_l (out) and
 per-layer additive masks M_l (in); see model.py.
+
+Token-level tasks (NER, Appendix A) have a logit per token, hence no single F_c~ to
+differentiate: there the attribution is B_l = -dL/dA_l, L the pseudo loss, the cross-entropy of
+every scored token with its own pseudo label (Appendix A, Eq. 1-2). Only `objective` and
+`pseudo_labels` tell the two kinds apart, by the shape of the logits.
 """
 
 import torch
+import torch.nn.functional as F
 
 from model import bernoulli  # the gap sampler, shared with the model's ordinary dropout
 
 ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
+FIRST_PASSES = ("eval", "train")  # the first pass in eval mode (ours), or in train mode (the authors' code)
+IGNORE = -100  # a token label that no loss, metric or attribution reads (cross_entropy's ignore_index)
 
 # -----------------------------------------------------------------------------
 # Algorithm 1: which epochs run AD-DROP
@@ -41,46 +49,75 @@ def objective(logits, labels, regression):
     Classification: sum_i F_c~i(x_i), the logit of each example's (pseudo) label (Eq. 5).
     Regression has no label to pick, so it uses the negative loss -L with the gold
     score (Appendix A). Summing over the batch is harmless: examples do not interact,
-    so d(sum)/dA of example i is example i's own gradient."""
+    so d(sum)/dA of example i is example i's own gradient.
+    Token tasks, logits (B, T, K) and labels (B, T): -L, minus the pseudo loss (pseudo_loss)."""
+    if logits.dim() == 3:
+        return -pseudo_loss(logits, labels)
     if regression:
         return -0.5 * ((logits.squeeze(-1) - labels) ** 2).sum()
     return logits.gather(1, labels[:, None]).sum()
 
 
-def _unmasked_pass(model, batch, labels):
-    """Step 1: the first, unmasked forward. Runs in eval mode, so that the pseudo label is
-    the model's actual prediction (Eq. 4) and the attribution is not randomised by
-    ordinary dropout. (The paper does not say; the authors' code keeps dropout on here.)
-    Returns logits, labels to attribute (pseudo unless given), and the attention maps."""
-    logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+def pseudo_loss(logits, labels):
+    """Appendix A, Eq. 2: L = -sum_i log P(c~_i | x, i), the cross-entropy of every token i with
+    its pseudo label c~_i, summed over the batch; logits (B, T, K), labels (B, T). Tokens labelled
+    IGNORE (word continuations, special tokens, padding) add nothing. Its gradient is
+        -dL/dA = sum_i sum_c (y_ic - P_ic) dF_ic/dA                                  (Eq. 3)
+    with y_i the one-hot pseudo label: every class c moves P_c~ through the softmax. The paper's
+    Eq. 3 writes only the c = c~ term; autograd gives the whole sum (lesson 15 shows both)."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
+
+
+def pseudo_labels(logits, batch):
+    """Eq. 4: the predicted class, c~ = argmax of the logits, of each example, or for a token
+    task of each token the task scores (IGNORE kept where the batch's labels have it)."""
+    c = logits.argmax(-1)
+    if logits.dim() == 3:
+        c = c.masked_fill(batch["labels"] == IGNORE, IGNORE)
+    return c
+
+
+def _unmasked_pass(model, batch, labels, dropped_A=False):
+    """Step 1: the first, unmasked forward. Returns logits, labels to attribute (pseudo
+    unless given), and the attention maps."""
+    logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], dropped_A=dropped_A)
     if labels is None:
-        labels = logits.argmax(-1)  # Eq. 4: pseudo labels
+        labels = pseudo_labels(logits, batch)  # Eq. 4
     return logits, labels, attns
 
 
-def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=None):
+def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=None,
+              first_pass="eval"):
     """Attribution scores B_l (B, H, T, T) for each layer index in `layers`.
 
     method: "ga" gradient (Eq. 5), "iga" integrated gradient with m steps (Eq. 3),
             "aa" the attention weights themselves (Table 2). (RD needs no scores: random_mask.)
     labels: None for pseudo labels (the paper), or the gold labels (Table 2's ablation).
             Regression always uses the gold score, through the loss.
+    first_pass: "eval" (ours): the first pass runs in eval mode, so that the pseudo label is
+            the model's actual prediction (Eq. 4) and the attribution is not randomised by
+            ordinary dropout; the paper does not say. "train" (the authors' code): dropout on,
+            and A taken after attention dropout, so B is the gradient with respect to the
+            dropped, rescaled map and AA's scores are that map. GA and AA only.
     No parameter gradient is computed or left behind: autograd.grad differentiates
     with respect to the attention maps only, and .grad fields are never touched.
     """
     if regression:
         labels = batch["labels"]
+    theirs = first_pass == "train"
+    if theirs and method == "iga":
+        raise ValueError("the authors' first pass (train mode) is offered for ga and aa only")
     was_training = model.training
-    model.eval()
+    model.train(theirs)
     try:
         if method == "aa":  # the maps themselves: no label, no layer above the highest selected, and in
             with torch.no_grad():  # that one nothing past its map (first_only)
                 _, attns = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                                         depth=max(layers) + 1, first_only=True)
+                                         depth=max(layers) + 1, first_only=True, dropped_A=theirs)
             return {l: attns[l] for l in layers}
         if method == "ga":
             with torch.enable_grad():
-                logits, labels, attns = _unmasked_pass(model, batch, labels)
+                logits, labels, attns = _unmasked_pass(model, batch, labels, dropped_A=theirs)
                 # ONE backward for all selected layers (the authors run one per layer)
                 grads = torch.autograd.grad(objective(logits, labels, regression), [attns[l] for l in layers])
             return dict(zip(layers, grads))
@@ -111,9 +148,10 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
             x, A = layer(x, pad)
             attns.append(A)
         if labels is None:
-            labels = model.head(x).argmax(-1)  # Eq. 4
+            labels = pseudo_labels(model.head(x), batch)  # Eq. 4
     B, H, T, _ = attns[0].size()
     L = len(enc.layers)
+    last = L - 1 if model.head.first_only else None  # the layer that may carry the first token only
     if ig_budget is None:
         ig_budget = 2**25 if x.is_cuda else 2**23
     K = max(1, min(m, ig_budget // (B * H * T * T)))  # steps per chunk
@@ -126,12 +164,12 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
             h = xs[l].repeat(k, 1, 1)  # (k*B, T, C): step-major copies of the batch
             padk = pad.repeat(k, 1, 1, 1)  # (k*B, 1, 1, T)
             scale = a.repeat_interleave(B).view(k * B, 1, 1, 1)
-            with torch.enable_grad():  # the head reads the first token only: so does the last layer
-                h, A_scaled = enc.layers[l](h, padk, scale=scale, first_only=l == L - 1)  # A_scaled = k/m A_l
+            with torch.enable_grad():  # a sentence head reads the first token only: so does the last layer
+                h, A_scaled = enc.layers[l](h, padk, scale=scale, first_only=l == last)  # A_scaled = k/m A_l
                 for i in range(l + 1, L):
-                    h, _ = enc.layers[i](h, padk, first_only=i == L - 1)
-                F = objective(model.head(h), labels.repeat(k), regression)
-                g, = torch.autograd.grad(F, A_scaled)  # dF/dA at k/m A, (k*B, H, T, T)
+                    h, _ = enc.layers[i](h, padk, first_only=i == last)
+                F_k = objective(model.head(h), labels.repeat(k, *[1] * (labels.dim() - 1)), regression)
+                g, = torch.autograd.grad(F_k, A_scaled)  # dF/dA at k/m A, (k*B, H, T, T)
             total += g.view(k, B, H, T, T).sum(0)
         scores[l] = attns[l] * total / m
     return scores
@@ -242,7 +280,8 @@ def parse_layers(spec, L):
     return layers
 
 
-def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False):
+def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False,
+                 first_pass="eval"):
     """Steps 1-3 for one batch: a list of L masks for the second forward (None where a
     layer is not selected)."""
     masks = [None] * model.cfg.num_hidden_layers
@@ -251,7 +290,7 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
             masks[l] = random_mask(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
         return masks
     labels = batch["labels"] if gold else None
-    scores = attribute(model, batch, layers, method, labels, regression, m)
+    scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)
     for l in layers:
         masks[l] = drop_mask(scores[l], batch["attention_mask"], p, q, low=low)
     return masks

@@ -33,6 +33,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -82,6 +83,8 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); on a CPU "
                     "shared with other jobs 1 can be faster and steadier: every parallel op waits for its slowest thread")
     ap.add_argument("--seed", type=int, default=0, help="seeds the batch, the fresh weights and the masks")
+    ap.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"),
+                    help="bf16: every step under bfloat16 autocast, as train.py --dtype bf16 (ours and Hugging Face's)")
     ap.add_argument("--bf16-masks", action="store_true",
                     help="instead of timing: how often masks from a bf16 attribution pass agree with float32's, "
                          "on real RTE dev batches with the installed all-MiniLM-L6-v2")
@@ -417,7 +420,9 @@ if __name__ == "__main__":
             result = bf16_masks(args)
             if args.json:
                 Path(args.json).write_text(json.dumps(result, indent=2))
-        else:
-            main(args)
+        else:  # bf16: all of it under autocast, as train.py --dtype bf16 runs forwards and backwards
+            device_type = "cuda" if (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda") else "cpu"
+            with torch.autocast(device_type, torch.bfloat16) if args.dtype == "bf16" else nullcontext():
+                main(args)
     except (data.DataError, modeling.WeightsError) as e:  # they name the file or key: show just that
         sys.exit(f"error: {e}")

@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+import model as modeling  # atomic_write, for the submission files
+
 
 class DataError(ValueError):
     """Anything wrong with the data on disk: a missing file, a malformed row, an unknown task or label."""
@@ -35,6 +37,8 @@ class Task:
     metrics: tuple[str, ...]       # what compute_metrics reports; the first is the paper's metric
     columns: tuple[str, ...] | None = None  # None: the first line is a header. Else the file has none: these
     dev_file: str = "dev.tsv"
+    token_level: bool = False      # one label per word (NER) rather than one per example
+    test_files: tuple[tuple[str, str], ...] = (("test", "test.tsv"),)  # (split, file) of the unlabelled test sets
 
 
 BINARY = ("0", "1")
@@ -42,7 +46,8 @@ NLI2 = ("entailment", "not_entailment")
 TASKS = {
     "sst2": Task("SST-2", "SST-2", "sentence", None, "label", BINARY, ("accuracy",)),
     "mnli": Task("MNLI", "MNLI", "sentence1", "sentence2", "gold_label",
-                 ("contradiction", "entailment", "neutral"), ("accuracy",), dev_file="dev_matched.tsv"),
+                 ("contradiction", "entailment", "neutral"), ("accuracy",), dev_file="dev_matched.tsv",
+                 test_files=(("test", "test_matched.tsv"), ("test_mismatched", "test_mismatched.tsv"))),
     "qnli": Task("QNLI", "QNLI", "question", "sentence", "label", NLI2, ("accuracy",)),
     "qqp": Task("QQP", "QQP", "question1", "question2", "is_duplicate", BINARY, ("accuracy", "f1")),
     "cola": Task("CoLA", "CoLA", "sentence", None, "label", BINARY, ("matthews", "accuracy"),
@@ -51,6 +56,16 @@ TASKS = {
     "mrpc": Task("MRPC", "MRPC", "#1 String", "#2 String", "Quality", BINARY, ("accuracy", "f1")),
     "rte": Task("RTE", "RTE", "sentence1", "sentence2", "label", NLI2, ("accuracy",)),
 }
+# CoNLL-2003 English NER, the one token-level task: IOB2 tags in Hugging Face's conll2003 order, so that a tag index
+# means the same here as there. It has no URL below: there is no stable download, the files are put there by hand.
+CONLL_TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+TASKS["conll2003"] = Task("CoNLL-2003", "conll2003", text_a="word", text_b=None, label_col="ner", labels=CONLL_TAGS,
+                          metrics=("f1", "precision", "recall", "accuracy"), token_level=True, dev_file="dev.txt")
+# PAWS-Wiki Labeled (Final), paraphrase pairs built by word swapping (Zhang et al., 2019): the out-of-distribution
+# test of MRPC-trained models (train.py --ood paws). Its labelled dev.tsv and test.tsv (8000 pairs each, CRLF line
+# ends, header id sentence1 sentence2 label) sit in data_dir/paws/ or beside the GLUE folder, like CoNLL-2003;
+# there is no train.tsv there and no URL: see ../shared/paws/SOURCES.md. Labels as MRPC's: 1 paraphrase, 0 not.
+TASKS["paws"] = Task("PAWS", "paws", "sentence1", "sentence2", "label", BINARY, ("accuracy", "f1"), test_files=())
 
 # Where ensure_task downloads each task from: the per-task archives of GLUE's download_glue_data.py.
 # This table is the place to change a URL; ensure_task(url=...) overrides it for one call.
@@ -64,9 +79,10 @@ URLS = {"sst2": BASE_URL + "SST-2.zip", "mnli": BASE_URL + "MNLI.zip", "qnli": B
 
 
 class Example(NamedTuple):
-    text_a: str
+    text_a: str | tuple[str, ...]  # a token task's sentence is its tuple of words
     text_b: str | None
-    label: int | float  # index into task.labels, or the similarity score for STS-B
+    label: int | float | tuple[int, ...] | None  # index into task.labels, the score for STS-B, or one tag index
+    #                                               per word; None in GLUE's unlabelled test sets (load_test)
 
 
 def _key(name):
@@ -97,19 +113,32 @@ def resolve_data_dir(arg=None):
             return d
 
 
+def token_task_folder(task, data_dir):
+    """Where a token task's files are: data_dir/conll2003/ if that exists, else conll2003/ beside data_dir, so that
+    --data-dir ../shared/glue (the GLUE folder, which the other tasks need) finds ../shared/conll2003 next to it."""
+    inside = Path(data_dir) / task.folder
+    return inside if inside.exists() else Path(data_dir).parent / task.folder
+
+
 def split_paths(task, data_dir):
+    if task.token_level:
+        folder = token_task_folder(task, data_dir)
+        return {"train": folder / "train.txt", "dev": folder / task.dev_file, "test": folder / "test.txt"}
+    if task == TASKS["paws"]:  # found as CoNLL-2003 is; its test.tsv is labelled (the set that is reported)
+        folder = token_task_folder(task, data_dir)
+        return {"train": folder / "train.tsv", "dev": folder / "dev.tsv", "test": folder / "test.tsv"}
     folder = Path(data_dir) / task.folder
-    return {"train": folder / "train.tsv", "dev": folder / task.dev_file}
+    return {"train": folder / "train.tsv", "dev": folder / task.dev_file,
+            **{split: folder / file for split, file in task.test_files}}  # GLUE's test files: see load_test
 
 
 # -----------------------------------------------------------------------------
 # reading
 
-def read_tsv(path, task):
-    """One task file -> list[Example]. Every row must have exactly as many columns as the header."""
-    names, examples = task.columns, []  # names stays None until the header line is read
-    col = None if names is None else {n: i for i, n in enumerate(names)}
-    lineno = 0
+def _rows(path):
+    """(where, cells) for each line of a TSV file that is not blank, where = 'PATH line N'. Blank lines at the end
+    of the file (editors add them, '\n' or '\r\n') are skipped; a blank line with rows after it is an error, as
+    it may stand where a row was lost."""
     try:
         f = open(path, "rb")
     except OSError as e:
@@ -117,6 +146,7 @@ def read_tsv(path, task):
     # bytes, split on b'\n' only, so that a stray '\r' inside a sentence cannot split a row, and each line is
     # decoded alone, so that bytes which are not UTF-8 are reported with their line
     with f:
+        blank = None  # the first of the blank lines since the last row
         for lineno, raw_line in enumerate(f, start=1):
             where = f"{path} line {lineno}"
             try:
@@ -128,56 +158,180 @@ def read_tsv(path, task):
                                 "line); GLUE files are UTF-8: re-download the file or save it as UTF-8") from None
             if lineno == 1:
                 line = line.removeprefix("\ufeff")  # MRPC's byte-order mark
-            row = line.removesuffix("\n").removesuffix("\r").split("\t")
-            if names is None:  # this is the header line
-                names = row
-                missing = [c for c in (task.text_a, task.text_b, task.label_col) if c and c not in names]
-                if missing:
-                    raise DataError(f"{where}: header lacks column(s) {missing}; it has {names}")
-                col = {n: i for i, n in enumerate(names)}
+            line = line.removesuffix("\n").removesuffix("\r")
+            if not line.strip():
+                blank = blank or lineno
                 continue
-            if len(row) != len(names):
-                raise DataError(f"{where}: expected {len(names)} tab-separated columns, got {len(row)}")
-            raw = row[col[task.label_col]].strip()
-            if task.labels is None:
-                try:
-                    label = float(raw)
-                except ValueError:
-                    raise DataError(f"{where}: cannot parse score {raw!r} as a float") from None
-                if not math.isfinite(label):
-                    raise DataError(f"{where}: score {raw!r} is not a finite number")
-            elif raw in task.labels:
-                label = task.labels.index(raw)
-            else:
-                raise DataError(f"{where}: unknown label {raw!r}; expected one of {task.labels}")
-            examples.append(Example(row[col[task.text_a]], row[col[task.text_b]] if task.text_b else None, label))
+            if blank:
+                raise DataError(f"{path} line {blank} is blank; only the end of a file may have blank lines (a row "
+                                f"follows at line {lineno}): delete the line, or put back the row that was there")
+            yield where, line.split("\t")
+
+
+def _header(where, names, needed):
+    """Column name -> position, from a header line that must have the needed columns."""
+    missing = [c for c in needed if c and c not in names]
+    if missing:
+        raise DataError(f"{where}: header lacks column(s) {missing}; it has {names}")
+    return {n: i for i, n in enumerate(names)}
+
+
+def _no_rows(path, header_read):
+    if header_read:
+        return "below the header"
+    return "(the file is empty)" if Path(path).stat().st_size == 0 else "(the file has only blank lines)"
+
+
+SCORE_RANGE = (0.0, 5.0)  # STS-B's similarity scale: 0 (unrelated) to 5 (the same meaning)
+
+
+def read_tsv(path, task):
+    """One task file -> list[Example]. Every row must have exactly as many columns as the header."""
+    names, examples = task.columns, []  # names stays None until the header line is read
+    col = None if names is None else {n: i for i, n in enumerate(names)}
+    for where, row in _rows(path):
+        if names is None:  # this is the header line
+            names, col = row, _header(where, row, (task.text_a, task.text_b, task.label_col))
+            continue
+        if len(row) != len(names):
+            raise DataError(f"{where}: expected {len(names)} tab-separated columns, got {len(row)}")
+        raw = row[col[task.label_col]].strip()
+        if task.labels is None:
+            try:
+                label = float(raw)
+            except ValueError:
+                raise DataError(f"{where}: cannot parse score {raw!r} as a float") from None
+            if not math.isfinite(label):
+                raise DataError(f"{where}: score {raw!r} is not a finite number")
+            if not SCORE_RANGE[0] <= label <= SCORE_RANGE[1]:
+                raise DataError(f"{where}: score {raw!r} is outside {task.name}'s range [0, 5]")
+        elif raw in task.labels:
+            label = task.labels.index(raw)
+        else:
+            raise DataError(f"{where}: unknown label {raw!r}; expected one of {task.labels}")
+        examples.append(Example(row[col[task.text_a]], row[col[task.text_b]] if task.text_b else None, label))
     if not examples:
-        raise DataError(f"{path}: no examples " + ("(the file is empty)" if lineno == 0 else "below the header"))
+        raise DataError(f"{path}: no examples " + _no_rows(path, names is not None and task.columns is None))
+    return examples
+
+
+def read_test_tsv(path, task):
+    """A GLUE test file -> (indices, examples), each example's label None: test files hold no labels. Every test
+    file has a header, CoLA's too (its train and dev files have none), and an index column that numbers the rows
+    for the submission file ('id' in QQP's); the text columns are named as in the task's train file."""
+    names, indices, examples = None, [], []
+    for where, row in _rows(path):
+        if names is None:
+            index = "id" if "id" in row and "index" not in row else "index"
+            names, col = row, _header(where, row, (index, task.text_a, task.text_b))
+            continue
+        if len(row) != len(names):
+            raise DataError(f"{where}: expected {len(names)} tab-separated columns, got {len(row)}")
+        raw = row[col[index]].strip()
+        if not raw.isdigit():
+            raise DataError(f"{where}: {index} {raw!r} is not a whole number")
+        indices.append(int(raw))
+        examples.append(Example(row[col[task.text_a]], row[col[task.text_b]] if task.text_b else None, None))
+    if not examples:
+        raise DataError(f"{path}: no examples " + _no_rows(path, names is not None))
+    return indices, examples
+
+
+def read_conll(path):
+    """A CoNLL-2003 file -> list[Example], one per sentence: text_a the words, label their NER tag indices.
+    Each line is `word POS chunk NER`; a blank line ends a sentence, and so does a -DOCSTART- line, which is
+    skipped (as Hugging Face's loader does). POS and chunk are read past: the paper's NER runs use only the words.
+    Tags must be IOB2 names from CONLL_TAGS; an I-X that opens an entity is a valid tag (conlleval scores it)."""
+    index = {t: i for i, t in enumerate(CONLL_TAGS)}
+    examples, words, tags, lineno = [], [], [], 0
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise DataError(f"{path}: cannot read it ({e.strerror})") from None
+    with f:
+        for lineno, raw_line in enumerate(f, start=1):
+            where = f"{path} line {lineno}"
+            try:
+                line = raw_line.decode("utf-8").removesuffix("\n").removesuffix("\r")  # LF or CRLF
+            except UnicodeDecodeError as e:
+                raise DataError(f"{where}: not UTF-8 text (byte 0x{raw_line[e.start]:02x} at byte {e.start + 1} of the "
+                                "line); the CoNLL-2003 files are ASCII: save it as UTF-8") from None
+            cols = line.split(" ")
+            if not line.strip() or cols[0] == "-DOCSTART-":
+                if words:
+                    examples.append(Example(tuple(words), None, tuple(tags)))
+                words, tags = [], []
+                continue
+            if len(cols) != 4:
+                raise DataError(f"{where}: expected 4 space-separated columns (word POS chunk NER), got {len(cols)}")
+            if cols[3] not in index:
+                raise DataError(f"{where}: unknown NER tag {cols[3]!r}; expected O, B-X or I-X with X one of "
+                                f"PER, ORG, LOC, MISC ({', '.join(CONLL_TAGS)})")
+            words.append(cols[0])
+            tags.append(index[cols[3]])
+    if words:  # the last sentence of a file that does not end with a blank line
+        examples.append(Example(tuple(words), None, tuple(tags)))
+    if not examples:
+        raise DataError(f"{path}: no sentences " + ("(the file is empty)" if lineno == 0 else
+                                                    "(only blank and -DOCSTART- lines)"))
     return examples
 
 
 def load_split(task_name, split, data_dir):
-    """Examples of one split ('train' or 'dev'; for MNLI 'dev' is dev_matched). Reads only; see ensure_task."""
+    """Examples of one split ('train' or 'dev', and 'test' for CoNLL-2003; for MNLI 'dev' is dev_matched).
+    Reads only; see ensure_task. GLUE's test splits have no labels: load_test reads them."""
     task = get_task(task_name)
+    if not task.token_level and split in dict(task.test_files):
+        raise DataError(f"the {task.name} {split} split has no labels: read it with data.load_test, which returns "
+                        "(indices, examples) for write_glue_submission")
+    path = _split_file(task, split, data_dir)
+    return read_conll(path) if task.token_level else read_tsv(path, task)
+
+
+def load_test(task_name, split, data_dir):
+    """(indices, examples) of a GLUE test set, 'test' (for MNLI test_matched) or MNLI's 'test_mismatched', each
+    example's label None: what write_glue_submission needs. The files come in GLUE's archives with train and dev."""
+    task = get_task(task_name)
+    if task.token_level or split not in dict(task.test_files):
+        raise DataError(f"{task.name} has no unlabelled test split {split!r}"
+                        + ("" if task.token_level else f"; it has {' and '.join(map(repr, dict(task.test_files)))}"))
+    return read_test_tsv(_split_file(task, split, data_dir), task)
+
+
+def _split_file(task, split, data_dir):
+    """The file of one split, refused by name if it is not there."""
     paths = split_paths(task, data_dir)
     if split not in paths:
-        raise DataError(f"unknown split {split!r}; expected 'train' or 'dev'")
+        raise DataError(f"unknown split {split!r}; expected {' or '.join(map(repr, paths))}")
     if paths[split].is_dir():
         raise DataError(f"{paths[split]}: is a folder, not the {task.name} {split} file")
     if not paths[split].is_file():
-        raise DataError(f"{task.name} {split} file not found: {paths[split]} "
-                        f"(pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/)")
-    return read_tsv(paths[split], task)
+        where = (f"put {paths[split].name} in {Path(data_dir) / task.folder}/ or in {Path(data_dir).parent / task.folder}/"
+                 if task.token_level else f"pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/")
+        raise DataError(f"{task.name} {split} file not found: {paths[split]} ({where})")
+    return paths[split]
 
 
 def ensure_task(task_name, data_dir, url=None):
-    """Download and unpack a task's GLUE archive unless its train and dev files are already there."""
+    """Download and unpack a task's GLUE archive unless its train and dev files are already there.
+    CoNLL-2003 has no stable download: its files are only looked for, and a clear error says where to put them."""
     task, data_dir = get_task(task_name), Path(data_dir)
-    folder, needed = data_dir / task.folder, list(split_paths(task, data_dir).values())
+    if task.token_level:
+        paths = split_paths(task, data_dir)
+        missing = [str(p) for s, p in paths.items() if s != "test" and not p.is_file()]  # test is read only if asked
+        if missing:
+            raise DataError(f"{task.name} data missing: {' and '.join(missing)} not found. It cannot be downloaded "
+                            f"(there is no stable URL): put train.txt, dev.txt and test.txt (4 space-separated columns, "
+                            f"word POS chunk NER, IOB2 tags) in {data_dir / task.folder}/ or in "
+                            f"{data_dir.parent / task.folder}/ (the folder beside the GLUE data dir)")
+        return paths["train"].parent
+    # training needs train and dev; the test files come in the same archive, and load_test looks for them
+    labelled = {s: p for s, p in split_paths(task, data_dir).items() if s in ("train", "dev")}
+    folder, needed = data_dir / task.folder, list(labelled.values())
     for p in (data_dir, folder):
         if p.exists() and not p.is_dir():
             raise DataError(f"{p}: is a file, not a folder; the data dir holds one folder per task ({task.folder}/)")
-    for split, p in split_paths(task, data_dir).items():
+    for split, p in labelled.items():
         if p.is_dir():
             raise DataError(f"{p}: is a folder, not the {task.name} {split} file")
     if all(p.is_file() for p in needed):
@@ -231,21 +385,50 @@ def k_shot(examples, k, seed):
     return [examples[i] for i in rng.permutation(chosen).tolist()]
 
 
+def _strata(examples):
+    """The stratum of each example, for stratified sampling: its class, or for regression (STS-B) the quintile
+    of its score (0-4, by rank). A token task's example has a tag per word and no class: one stratum."""
+    if examples and isinstance(examples[0].label, tuple):
+        return np.zeros(len(examples), dtype=int)
+    y = np.array([e.label for e in examples])
+    return y if np.issubdtype(y.dtype, np.integer) else np.argsort(np.argsort(y, kind="stable")) * 5 // len(y)
+
+
+def subsample(examples, n, seed):
+    """A seeded random sample of n examples, stratified like holdout_split (classes, or STS-B's score quintiles),
+    returned in the original order; all of them when n >= len(examples).
+    Each stratum's count is within one of its proportional share n * N_s / N (for two classes always; for five
+    near-equal quintiles too), and the samples are nested: under one seed, the sample of n is part of the sample
+    of any larger n, so that runs on 1000 and on 2000 examples differ only by the added 1000. Both come from one
+    ordering: each stratum's members in a seeded random order, the r-th of N_s at key (r + 1/2) / N_s, all
+    examples sorted by key (seeded ties), the first n taken (Sainte-Lague's divisor method, which never takes a
+    seat away when the house grows). Its own random stream (seed, 1): not holdout_split's, which then splits it."""
+    if n >= len(examples):
+        return list(examples)
+    rng = np.random.default_rng([seed, 1])
+    strata = _strata(examples)
+    key = np.empty(len(examples))
+    for s in np.unique(strata):
+        members = rng.permutation(np.flatnonzero(strata == s))
+        key[members] = (np.arange(len(members)) + 0.5) / len(members)
+    first = np.lexsort((rng.random(len(examples)), key))[:n]  # by key, ties (equal-sized strata) at random
+    return [examples[i] for i in np.sort(first)]
+
+
 def holdout_split(examples, fraction, seed):
     """Set aside a seeded, stratified `fraction` of the training examples for model selection, so that
     the dev set is only reported. Strata are the classes, or for regression (STS-B) the five quintiles of
     the score. Returns (train, holdout), each in the original order."""
     if not 0 < fraction < 1:
         raise DataError(f"--holdout {fraction}: must be a fraction strictly between 0 and 1")
-    y = np.array([e.label for e in examples])
-    strata = y if np.issubdtype(y.dtype, np.integer) else np.argsort(np.argsort(y, kind="stable")) * 5 // len(y)
+    strata = _strata(examples)
     rng = np.random.default_rng(seed)
-    held = np.zeros(len(y), dtype=bool)
+    held = np.zeros(len(examples), dtype=bool)
     for s in np.unique(strata):
         members = np.flatnonzero(strata == s)
         held[rng.choice(members, size=round(fraction * len(members)), replace=False)] = True
     if held.all() or not held.any():
-        raise DataError(f"--holdout {fraction}: leaves {int(held.sum())} of {len(y)} training examples "
+        raise DataError(f"--holdout {fraction}: leaves {int(held.sum())} of {len(examples)} training examples "
                         "for selection; choose a fraction that leaves both sides non-empty")
     return [e for e, h in zip(examples, held) if not h], [e for e, h in zip(examples, held) if h]
 
@@ -315,24 +498,76 @@ def pad_token_id(tok):
     raise DataError("tokenizer has neither a [PAD] nor a <pad> token")
 
 
+IGNORE = -100  # label of a sub-token that is not scored; torch's cross_entropy skips it (its default ignore_index)
+
+
 def encode(tok, examples):
-    """Examples -> list of (ids, type_ids), unpadded."""
-    inputs = [e.text_a if e.text_b is None else (e.text_a, e.text_b) for e in examples]
-    return [(enc.ids, enc.type_ids) for enc in tok.encode_batch(inputs)]
+    """Examples -> (encoded, labels): encoded a list of (ids, type_ids), unpadded, and one label entry per example.
+    A sentence task's entry is the example's label. A token task's (text_a a tuple of words) is a list with one
+    entry per sub-token: the word's tag index on its first sub-token, IGNORE on its other pieces and on the special
+    tokens, so that each word is scored exactly once (BERT's NER recipe; Hugging Face's run_ner does the same).
+    A word whose first sub-token the truncation to max_len cut gets no label at all; words_cut counts them."""
+    if not examples:
+        return [], []
+    if not isinstance(examples[0].text_a, tuple):
+        inputs = [e.text_a if e.text_b is None else (e.text_a, e.text_b) for e in examples]
+        return [(enc.ids, enc.type_ids) for enc in tok.encode_batch(inputs)], [e.label for e in examples]
+    encodings = tok.encode_batch([list(e.text_a) for e in examples], is_pretokenized=True)
+    labels = []
+    for n, (e, enc) in enumerate(zip(examples, encodings)):
+        row, prev = [], None
+        for w in enc.word_ids:  # None for [CLS] and [SEP], else the index of the word this piece belongs to
+            row.append(IGNORE if w is None or w == prev else e.label[w])
+            prev = w
+        # only a tail of words may go unlabelled (cut), or word_predictions would give words the wrong predictions
+        labelled = [w for w, y in zip(enc.word_ids, row) if y != IGNORE]
+        if labelled != list(range(len(labelled))):
+            w = next(i for i, v in enumerate(labelled) if v != i)
+            raise DataError(f"sentence {n}: word {w} ({e.text_a[w]!r}) is no sub-token at all after the tokenizer's "
+                            "normalisation, so it cannot carry its tag; remove or replace it")
+        labels.append(row)
+    return [(enc.ids, enc.type_ids) for enc in encodings], labels
 
 
-def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0):
-    """Dicts of (B, T) long tensors padded to the batch's longest example, and labels (B,) unless labels is None.
-    The last, smaller batch is kept, so an epoch serves every example exactly once."""
-    if labels is not None:  # class indices -> long; STS-B scores -> float32 for the regression loss
+def words_cut(examples, labels):
+    """(words, sentences): how many words of a token task were left without a label by the truncation to max_len
+    (labels as encode returns them), and how many sentences lost any."""
+    cut = [len(e.text_a) - sum(y != IGNORE for y in row) for e, row in zip(examples, labels, strict=True)]
+    return sum(cut), sum(c > 0 for c in cut)
+
+
+def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0, group_by_length=False):
+    """Dicts of (B, T) long tensors padded to the batch's longest example; labels unless labels is None: (B,) for a
+    sentence task, (B, T) padded with IGNORE for a token task (a list per example, from encode); and index (B,),
+    the positions in `encoded` of the batch's examples, to put predictions back in order.
+    The last, smaller batch is kept, so an epoch serves every example exactly once.
+    group_by_length batches examples of similar length together, so that less of each batch is padding, like
+    Hugging Face's group_by_length: shuffled, a seeded permutation is cut into mega-batches of 50 batches, each is
+    sorted longest first and cut into batches, and then the order of all the batches is shuffled (Hugging Face
+    instead keeps the mega-batches' order and moves the longest batch to the front). Not shuffled (evaluation),
+    all the examples are sorted longest first, ties in their original order."""
+    token_labels = labels is not None and len(labels) > 0 and isinstance(labels[0], (list, tuple))
+    if labels is not None and not token_labels:  # class indices -> long; STS-B scores -> float32 for the regression loss
         labels = torch.as_tensor(labels)
         labels = labels.float() if labels.is_floating_point() else labels.long()
     # seeded by (seed, epoch): a rerun repeats exactly, and each epoch gets its own order
     g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-    order = torch.randperm(len(encoded), generator=g) if shuffle else torch.arange(len(encoded))
-    for start in range(0, len(encoded), batch_size):
-        idx = order[start:start + batch_size].tolist()
-        B, T = len(idx), max(len(encoded[i][0]) for i in idx)
+    n, lengths = len(encoded), [len(ids) for ids, _ in encoded]
+    if not group_by_length:
+        order = torch.randperm(n, generator=g).tolist() if shuffle else list(range(n))
+        groups = [order[s:s + batch_size] for s in range(0, n, batch_size)]
+    elif shuffle:
+        perm, mega = torch.randperm(n, generator=g).tolist(), 50 * batch_size
+        groups = []
+        for s in range(0, n, mega):
+            chunk = sorted(perm[s:s + mega], key=lambda i: -lengths[i])
+            groups += [chunk[k:k + batch_size] for k in range(0, len(chunk), batch_size)]
+        groups = [groups[j] for j in torch.randperm(len(groups), generator=g).tolist()]
+    else:
+        order = sorted(range(n), key=lambda i: -lengths[i])  # sorted is stable
+        groups = [order[s:s + batch_size] for s in range(0, n, batch_size)]
+    for idx in groups:
+        B, T = len(idx), max(lengths[i] for i in idx)
         input_ids = torch.full((B, T), pad_id, dtype=torch.long)
         token_type_ids = torch.zeros((B, T), dtype=torch.long)
         attention_mask = torch.zeros((B, T), dtype=torch.long)  # 1 for real tokens, 0 for padding
@@ -342,8 +577,13 @@ def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0)
             token_type_ids[b, :len(ids)] = torch.tensor(types)
             attention_mask[b, :len(ids)] = 1
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
-        if labels is not None:
+        if token_labels:
+            batch["labels"] = torch.full((B, T), IGNORE, dtype=torch.long)  # padding is never scored
+            for b, i in enumerate(idx):
+                batch["labels"][b, :len(labels[i])] = torch.tensor(labels[i], dtype=torch.long)
+        elif labels is not None:
             batch["labels"] = labels[idx]
+        batch["index"] = torch.tensor(idx, dtype=torch.long)
         yield batch
 
 
@@ -391,12 +631,116 @@ def spearman(x, y):
     return pearson(_ranks(x), _ranks(y))
 
 
+def _tag_names(tags):
+    return [t if isinstance(t, str) else CONLL_TAGS[int(t)] for t in tags]  # int(): numpy and torch integers too
+
+
+def conll_chunks(tags):
+    """The entity chunks of one sentence's IOB2 tags (strings, or indices into CONLL_TAGS) as a set of
+    (type, start, end), end exclusive like a slice, by conlleval's rules: a chunk starts at B-X, or at an I-X that
+    follows O, a tag of another type, or nothing (sentence start); it runs on while the next tag is I-X of the same
+    type, so a B-X right after an I-X starts a new chunk."""
+    tags = _tag_names(tags)
+    chunks, kind, start = set(), None, 0  # kind: the type of the chunk that is open, None when none is
+    for i, tag in enumerate(tags + ["O"]):  # the O closes a chunk still open at the end
+        prefix, _, typ = tag.partition("-")
+        if kind is not None and not (prefix == "I" and typ == kind):
+            chunks.add((kind, start, i))
+            kind = None
+        if prefix == "B" or (prefix == "I" and kind is None):
+            kind, start = typ, i
+    return chunks
+
+
+def entity_scores(preds, labels):
+    """Micro precision, recall and F1 over entity chunks (right only when type, start and end all agree), as
+    conlleval and seqeval compute them, and accuracy over all words. preds and labels hold one tag sequence
+    per sentence. With no predicted chunk, precision is 0 (conlleval prints 0.00 there too), not a NaN."""
+    tp = n_pred = n_gold = right = words = 0
+    for p, y in zip(preds, labels, strict=True):
+        p, y = _tag_names(p), _tag_names(y)
+        if len(p) != len(y):
+            raise ValueError(f"a sentence has {len(y)} gold tags but {len(p)} predicted ones")
+        P, Y = conll_chunks(p), conll_chunks(y)
+        tp, n_pred, n_gold = tp + len(P & Y), n_pred + len(P), n_gold + len(Y)
+        right += sum(a == b for a, b in zip(p, y))
+        words += len(y)
+    return {"precision": tp / n_pred if n_pred else 0.0, "recall": tp / n_gold if n_gold else 0.0,
+            "f1": 2 * tp / (n_pred + n_gold) if tp else 0.0,  # = 2PR / (P + R)
+            "accuracy": right / words if words else 0.0}
+
+
 METRICS = {"accuracy": accuracy, "f1": f1, "matthews": matthews, "pearson": pearson, "spearman": spearman}
 
 
 def compute_metrics(task_name, preds, labels):
-    """The task's metrics by name, and the paper's one again under 'metric'."""
+    """The task's metrics by name, and the paper's one again under 'metric'. For a token task (CoNLL-2003) preds
+    and labels are per-word tag sequences, one per sentence, and the metrics are entity_scores'."""
     task = get_task(task_name)
-    out = {m: METRICS[m](preds, labels) for m in task.metrics}
+    if task.token_level:
+        out = entity_scores(preds, labels)
+    else:
+        out = {m: METRICS[m](preds, labels) for m in task.metrics}
     out["metric"] = out[task.metrics[0]]
     return out
+
+
+# -----------------------------------------------------------------------------
+# GLUE's test server: one file of predictions per test set
+
+# The file names GLUE's server expects in a submission zip, and the test split each is made from. A complete
+# submission also needs WNLI.tsv and AX.tsv (the diagnostic set), which the paper does not fine-tune on.
+SUBMISSION_FILES = {
+    "sst2": [("SST-2.tsv", "test")], "cola": [("CoLA.tsv", "test")], "stsb": [("STS-B.tsv", "test")],
+    "mrpc": [("MRPC.tsv", "test")], "qqp": [("QQP.tsv", "test")], "qnli": [("QNLI.tsv", "test")],
+    "rte": [("RTE.tsv", "test")], "mnli": [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched")],
+}
+
+
+def write_glue_submission(path, task_name, indices, preds):
+    """One test set's predictions in GLUE's submission format: the header 'index<TAB>prediction', then a row per
+    test example with its index from the test file (load_test). preds are what compute_metrics takes: a class
+    index is written as the task's label string (GLUE expects 'entailment', not 0), an STS-B score clipped to
+    [0, 5] with 3 decimals. Written through atomic_write: a full disk leaves the previous file whole."""
+    task = get_task(task_name)
+    preds = np.asarray(preds)
+    if preds.ndim != 1 or len(preds) != len(indices):
+        raise DataError(f"{path}: {len(indices)} test examples, but predictions of shape {preds.shape}")
+    if task.labels is None:
+        if not np.isfinite(preds).all():
+            raise DataError(f"{path}: predicted score {preds[~np.isfinite(preds)][0]} is not a finite number")
+        cells = [f"{s:.3f}" for s in np.clip(preds.astype(np.float64), *SCORE_RANGE) + 0.0]  # + 0.0: no "-0.000"
+    else:
+        if len(preds) and not (np.issubdtype(preds.dtype, np.integer) and 0 <= preds.min() and
+                               preds.max() < len(task.labels)):
+            raise DataError(f"{path}: predictions must be class indices 0 to {len(task.labels) - 1} "
+                            f"(of {task.labels}), got {preds.dtype} values {preds.min()} to {preds.max()}")
+        cells = [task.labels[c] for c in preds]
+    text = "index\tprediction\n" + "".join(f"{i}\t{c}\n" for i, c in zip(indices, cells))
+    modeling.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+# -----------------------------------------------------------------------------
+# token tasks: from sub-token predictions back to words, and conlleval's input file
+
+def word_predictions(token_preds, labels, examples):
+    """Per-sub-token predicted tag indices (one row per example, padded or not, aligned with labels from encode)
+    -> per-word tag sequences. A word's prediction is the one at its first sub-token, where encode put its label;
+    the words truncation cut have no sub-token left and are predicted O (index 0), so they count against recall."""
+    out = []
+    for p, y, e in zip(token_preds, labels, examples, strict=True):
+        first = [int(t) for t, lab in zip(p, y) if lab != IGNORE]  # zip stops at the shorter: padding drops out
+        out.append(first + [0] * (len(e.text_a) - len(first)))
+    return out
+
+
+def write_conll_predictions(path, examples, preds):
+    """`word gold predicted` per line, tag names, a blank line after each sentence: the file conlleval reads
+    (it takes the last two columns as gold and predicted). Written whole to path.tmp, then renamed over path."""
+    lines = []
+    for e, p in zip(examples, preds, strict=True):
+        lines += [f"{w} {CONLL_TAGS[y]} {CONLL_TAGS[int(t)]}\n" for w, y, t in zip(e.text_a, e.label, p, strict=True)]
+        lines.append("\n")
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(lines)
+    os.replace(tmp, path)

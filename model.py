@@ -17,13 +17,14 @@ import importlib.util
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 
@@ -198,11 +199,12 @@ class Layer(nn.Module):
         self.p_attn = cfg.attention_probs_dropout_prob
         self.p = cfg.hidden_dropout_prob
 
-    def forward(self, x, pad, M=None, scale=None, first_only=False):
+    def forward(self, x, pad, M=None, scale=None, first_only=False, dropped_A=False):
         """x (B, T, C); pad (B, 1, 1, T) additive padding mask; M (B, H, T, T) bool AD-DROP
         mask, True where M_l = -inf, or None; scale (B, 1, 1, 1) multiplies A (integrated
         gradients) or None; first_only: only the first token goes on past the attention
-        probabilities (see Encoder.forward).
+        probabilities (see Encoder.forward); dropped_A: hand out A after attention dropout
+        (the authors' first pass, see addrop.attribute) instead of before it.
         Returns the new x, (B, T, C) or (B, 1, C), and the attention probabilities A actually
         used, (B, H, T, T)."""
         B, T, C = x.size()
@@ -216,15 +218,20 @@ class Layer(nn.Module):
         A = F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1)  # (B, H, T, T), Eq. 1
         if scale is not None:
             A = A * scale
+        if dropped_A:  # the tensor the authors' code differentiates: A after attention dropout, rescaled
+            A = dropout(A, self.p_attn, self.training)
         A_rows = A
         if first_only:
             A_rows, x = A[:, :, :1], x[:, :1]  # (B, H, 1, T), (B, 1, C)
-        # attention dropout acts on the product only: A itself stays a distribution, and
-        # attribution is taken with respect to A as Eq. 1 defines it. Its 1 / (1 - p) is applied
-        # to the product, (B, H, T, D), 4x smaller than A here.
-        y = dropout(A_rows, self.p_attn, self.training, rescale=False) @ v  # (B, H, T, D)
-        if self.training:
-            y = y / (1 - self.p_attn)
+        if dropped_A:
+            y = A_rows @ v  # (B, H, T, D)
+        else:
+            # attention dropout acts on the product only: A itself stays a distribution, and
+            # attribution is taken with respect to A as Eq. 1 defines it. Its 1 / (1 - p) is applied
+            # to the product, (B, H, T, D), 4x smaller than A here.
+            y = dropout(A_rows, self.p_attn, self.training, rescale=False) @ v  # (B, H, T, D)
+            if self.training:
+                y = y / (1 - self.p_attn)
         y = y.transpose(1, 2).reshape(x.shape)  # (B, T, C)
         x = self.ln1(x + dropout(self.o(y), self.p, self.training))
         x = self.ln2(x + dropout(self.ff2(F.gelu(self.ff1(x))), self.p, self.training))
@@ -270,7 +277,8 @@ class Encoder(nn.Module):
         pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
         return x, pad
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None, first_only=False):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None, first_only=False,
+                dropped_A=False):
         """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer.
         depth: run only the first `depth` layers (None: all).
         first_only: the last layer run computes its attention probabilities A whole, but carries
@@ -281,7 +289,8 @@ class Encoder(nn.Module):
         attns = []
         layers = self.layers[:depth]
         for l, layer in enumerate(layers):
-            x, A = layer(x, pad, None if masks is None else masks[l], first_only=first_only and l == len(layers) - 1)
+            x, A = layer(x, pad, None if masks is None else masks[l], first_only=first_only and l == len(layers) - 1,
+                         dropped_A=dropped_A)
             attns.append(A)
         return x, attns
 
@@ -346,10 +355,11 @@ class Model(nn.Module):
     def token_level(self):
         return isinstance(self.head, TokenHead)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, dropped_A=False):
         """Returns logits, (B, num_labels) or for a token head (B, T, num_labels), and the L
         attention tensors (B, H, T, T)."""
-        h, attns = self.encoder(input_ids, attention_mask, token_type_ids, masks, first_only=self.head.first_only)
+        h, attns = self.encoder(input_ids, attention_mask, token_type_ids, masks, first_only=self.head.first_only,
+                                dropped_A=dropped_A)
         return self.head(h), attns
 
 # -----------------------------------------------------------------------------
@@ -481,10 +491,45 @@ def _open_safetensors(path):
         raise WeightsError(f"{path} ({size} bytes): {why}") from None
 
 
+class SaveError(OSError):
+    """A file that could not be written (a full disk, an I/O error); the previous file at its path is unchanged."""
+
+
+def atomic_write(path, write, tmp=None):
+    """write(tmp) writes the whole file under a temporary name, by default PATH.tmp in the same folder, and
+    os.replace then renames it to path: a reader, or a run killed at any moment, sees the old file or the new
+    one, never a part. If writing fails (OSError: ENOSPC, EIO, ...) the temporary file is removed and the
+    file at path is left whole; SaveError names the file and the reason."""
+    path = Path(path)
+    tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:  # an interrupt, too, leaves no temporary file behind
+        tmp.unlink(missing_ok=True)
+        if not isinstance(e, OSError) or isinstance(e, SaveError):
+            raise
+        old = f"the previous {path} is unchanged" if path.exists() else f"nothing was written to {path}"
+        raise SaveError(f"could not write {path}: {e.strerror or e}; {old}") from e
+
+
+def _save_safetensors(tensors, path):
+    """save_file, with a failed write raised as the OSError it is: safetensors reports one as its own
+    SafetensorError whose message ends '(os error 28)'."""
+    try:
+        save_file(tensors, str(path))
+    except SafetensorError as e:
+        code = re.search(r"os error (\d+)", str(e))
+        if code is None:
+            raise
+        raise OSError(int(code[1]), os.strerror(int(code[1]))) from e
+
+
 def save_pretrained(model, out_dir, extra_config=None):
     """Write config.json + model.safetensors with Hugging Face key names, so that
-    from_pretrained (ours or theirs) reads it back. Each file is written to a temporary
-    name and renamed, so an interruption never leaves a half-written checkpoint."""
+    from_pretrained (ours or theirs) reads it back. Each file goes through atomic_write, so
+    an interruption or a full disk never leaves half a file. (A failure between the two can
+    pair new weights with the previous config.json; within one run that file never changes.)"""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = {f.name: getattr(model.cfg, f.name) for f in fields(model.cfg)}
@@ -492,12 +537,8 @@ def save_pretrained(model, out_dir, extra_config=None):
     cfg.update(extra_config or {})
     tensors = {hf_key(n, model.cfg.model_type): t.detach().contiguous().cpu()
                for n, t in model.state_dict().items()}
-    tmp = out / "model.safetensors.tmp"
-    save_file(tensors, str(tmp))
-    os.replace(tmp, out / "model.safetensors")
-    tmp = out / "config.json.tmp"
-    tmp.write_text(json.dumps(cfg, indent=2))
-    os.replace(tmp, out / "config.json")
+    atomic_write(out / "model.safetensors", lambda tmp: _save_safetensors(tensors, tmp))
+    atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(cfg, indent=2)))
 
 # -----------------------------------------------------------------------------
 # where the weights are

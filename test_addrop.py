@@ -4,6 +4,7 @@ Tests for addrop.py, written as a sequence of lessons: read them top to bottom t
     1-5    attribution: what B_l = dF/dA_l is, and how it is computed (Eq. 2, 3, 5)
     6-9    the mask: sort, threshold, Bernoulli (Eq. 6-7), and what it does to attention (Eq. 1)
     10-14  the rest: cross-tuning, pseudo vs gold labels, regression, the ablations, --layers
+    15-17  token-level tasks (NER, Appendix A): one attribution from many outputs, the pseudo loss
 
 Everything runs in float64 on a tiny random model, micrograd-style, and is checked against
 autograd, finite differences or a literal re-implementation of the paper's recipe.
@@ -417,3 +418,99 @@ def test_parse_layers():
         addrop.parse_layers("0,3", 3)
     with pytest.raises(ValueError, match="'last'.*expected 'first', 'all' or comma-separated"):
         addrop.parse_layers("last", 3)
+
+# -----------------------------------------------------------------------------
+# 15-17. token-level tasks (Appendix A): one attribution from many outputs
+
+def token_batch(seed=0):
+    """The padded batch with a label per token, as train.py gives a token task: IGNORE on the
+    first token (a [CLS]), on one word-continuation piece per sentence (position 2) and on padding;
+    a tag in 0..2 elsewhere (only which positions are scored matters: attribution uses pseudo labels)."""
+    batch = padded_batch(seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    y = torch.randint(0, 3, batch["input_ids"].shape, generator=g)
+    y[:, 0] = y[:, 2] = addrop.IGNORE
+    batch["labels"] = y.masked_fill(batch["attention_mask"] == 0, addrop.IGNORE)
+    return batch
+
+
+def tiny_token_model(seed=0):
+    torch.manual_seed(seed)
+    net = model.Model(model.Config(**CFG), 3, token_level=True).double()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return net.eval()
+
+
+def test_token_attribution_is_eq3_summed_token_by_token():
+    """Lesson 15. A token task has a logit vector F_i per token, so no single F_c~ to differentiate.
+    Appendix A fuses them through the pseudo loss L = -sum_i log P(c~_i | i) (Eq. 2): B = -dL/dA
+    (Eq. 1). By the chain rule through the softmax, that is (Eq. 3)
+        -dL/dA = sum_i sum_c (y_ic - P_ic) dF_ic/dA,   y_i the one-hot pseudo label,
+    a weighted sum of every scored token's every logit gradient. Checked here against a loop of
+    autograd calls, one per (token, class), to 1e-10 in float64. The paper's Eq. 3 keeps only the
+    c = c~ term, (1 - P_c~) dF_c~/dA: that is a different matrix (here off by more than 1e-3), since
+    the other logits move P_c~ too."""
+    net, batch = tiny_token_model(), token_batch()
+    B_all = addrop.attribute(net, batch, ALL, "ga")
+    logits, attns = run(net, batch)
+    P = logits.softmax(-1).detach()
+    c = addrop.pseudo_labels(logits, batch)
+    full = [torch.zeros_like(A) for A in attns]
+    paper = [torch.zeros_like(A) for A in attns]
+    for b, t in (batch["labels"] != addrop.IGNORE).nonzero().tolist():
+        for k in range(3):
+            dF = torch.autograd.grad(logits[b, t, k], attns, retain_graph=True)  # dF_tk/dA_l, every l
+            w = float(k == c[b, t]) - P[b, t, k]  # y_ik - P_ik
+            for l in ALL:
+                full[l] += w * dF[l]
+                if k == c[b, t]:
+                    paper[l] += w * dF[l]
+    for l in ALL:
+        assert (B_all[l] - full[l]).abs().max() < 1e-10
+    assert max((B_all[l] - paper[l]).abs().max() for l in ALL) > 1e-3
+
+
+def test_ignored_positions_change_no_attribution():
+    """Lesson 16. Positions labelled IGNORE ([CLS], [SEP], word continuations, padding) are not in the
+    pseudo loss. With token (0, 3) ignored too, B equals -dL/dA for L summed over the remaining
+    scored tokens only (1e-12), and differs from B with (0, 3) scored: the mark is all that counts.
+    What the gold label of a scored token is never matters: B uses the pseudo labels, so other gold
+    tags at the same positions give the same B bit for bit."""
+    net, batch = tiny_token_model(), token_batch()
+    ignored = dict(batch, labels=batch["labels"].clone())
+    ignored["labels"][0, 3] = addrop.IGNORE
+    B_ign = addrop.attribute(net, ignored, ALL, "ga")
+    B_all = addrop.attribute(net, batch, ALL, "ga")
+    logits, attns = run(net, batch)
+    scored = (ignored["labels"] != addrop.IGNORE)
+    c = logits.argmax(-1)
+    L = -logits.log_softmax(-1).gather(-1, c[..., None]).squeeze(-1)[scored].sum()
+    dA = torch.autograd.grad(L, attns)
+    for l in ALL:
+        assert (B_ign[l] + dA[l]).abs().max() < 1e-12
+    assert max((B_ign[l] - B_all[l]).abs().max() for l in ALL) > 1e-6
+    other_gold = dict(batch, labels=torch.where(batch["labels"] == addrop.IGNORE, addrop.IGNORE,
+                                                (batch["labels"] + 1) % 3))
+    B_other = addrop.attribute(net, other_gold, ALL, "ga")
+    assert all(torch.equal(B_other[l], B_all[l]) for l in ALL)
+
+
+@pytest.mark.parametrize("method", ["iga", "aa", "rd"])
+def test_token_tasks_take_every_attribution(method):
+    """Lesson 17. IGA, AA and RD work for tokens as for sentences: AA and RD never read a label; IGA
+    with one step is A times GA's gradient at A (its m = 1 case, as lesson 4), here through the
+    pseudo loss; each gives a mask of the attention's shape that drops real pairs only."""
+    net, batch = tiny_token_model(), token_batch()
+    if method == "iga":
+        ga = addrop.attribute(net, batch, ALL, "ga")
+        iga = addrop.attribute(net, batch, ALL, "iga", m=1)
+        attns = run(net, batch)[1]
+        for l in ALL:
+            assert (iga[l] - attns[l].detach() * ga[l]).abs().max() < 1e-12
+    masks = addrop.addrop_masks(net, batch, ALL, 0.5, 1.0, method)
+    real = batch["attention_mask"].bool()
+    for M in masks:
+        assert M.shape == run(net, batch)[1][0].shape and M.any()
+        assert not M[~(real[:, None, :, None] & real[:, None, None, :]).expand_as(M)].any()

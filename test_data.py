@@ -14,6 +14,7 @@ import data
 from data import DataError, Example
 
 REAL_GLUE = Path(__file__).resolve().parent.parent / "shared" / "glue"
+REAL_CONLL = REAL_GLUE.parent / "conll2003"  # split_paths finds it beside the GLUE folder
 
 
 # -----------------------------------------------------------------------------
@@ -112,9 +113,13 @@ def test_reader_each_format(tmp_path, task_name):
 
 
 def test_task_table():
-    """Every task has a label set (or None for STS-B), a download URL, and num_labels = classes or 1."""
-    assert set(data.TASKS) == {"sst2", "mnli", "qnli", "qqp", "cola", "stsb", "mrpc", "rte"} == set(data.URLS)
-    assert [data.num_labels(t) for t in ("mnli", "rte", "stsb")] == [3, 2, 1]
+    """Every GLUE task has a label set (or None for STS-B), a download URL, and num_labels = classes or 1;
+    CoNLL-2003, the one token task, has no URL (there is no stable download) and 9 IOB2 tags; PAWS, read only
+    to score MRPC-trained models out of distribution, has no URL either and MRPC's labels."""
+    assert set(data.TASKS) - {"conll2003", "paws"} == {"sst2", "mnli", "qnli", "qqp", "cola", "stsb", "mrpc", "rte"} == set(data.URLS)
+    assert data.TASKS["paws"].labels == data.TASKS["mrpc"].labels and data.TASKS["paws"].metrics == ("accuracy", "f1")
+    assert [t for t in data.TASKS if data.TASKS[t].token_level] == ["conll2003"]
+    assert [data.num_labels(t) for t in ("mnli", "rte", "stsb", "conll2003", "CoNLL-2003")] == [3, 2, 1, 9, 9]
     assert data.TASKS["rte"].labels == ("entailment", "not_entailment") and data.TASKS["stsb"].labels is None
 
 
@@ -229,6 +234,45 @@ def test_non_finite_score(tmp_path, score):
         data.load_split("stsb", "train", tmp_path)
 
 
+@pytest.mark.parametrize("score", ["5.5", "-0.2", "50"])
+def test_score_outside_stsb_range(tmp_path, score):
+    """STS-B scores lie in [0, 5] by construction of the scale; one outside (a 50 for 5.0) is refused naming
+    the file, the line and the value. The ends themselves are fine."""
+    good = STSB_HEADER + "\n0\tg\tf\ty\to\tn\tn\ta\tb\t0.000\n1\tg\tf\ty\to\tn\tn\ta\tb\t5.000\n"
+    path = write(tmp_path, "stsb", "train.tsv", good)
+    assert [e.label for e in data.load_split("stsb", "train", tmp_path)] == [0.0, 5.0]
+    write(tmp_path, "stsb", "train.tsv", good + f"2\tg\tf\ty\to\tn\tn\ta\tb\t{score}\n")
+    with pytest.raises(DataError, match=re.escape(f"{path} line 4: score '{score}' is outside STS-B's range [0, 5]")):
+        data.load_split("stsb", "train", tmp_path)
+
+
+@pytest.mark.parametrize("task_name", ["rte", "cola", "mrpc"])
+@pytest.mark.parametrize("tail", ["\n", "\n\n\n", "\r\n\r\n", "\n  \n\t\n"])
+def test_blank_lines_at_the_end_are_skipped(tmp_path, task_name, tail):
+    """Blank lines after the last row (an editor's, LF or CRLF, or spaces and tabs only) are not rows: the file
+    reads to the same examples as without them, header or not (CoLA has none), byte-order mark or not (MRPC)."""
+    file, text, expected = SAMPLES[task_name]
+    write(tmp_path, task_name, file, text.rstrip("\n") + tail)
+    split = "train" if file == "train.tsv" else "dev"
+    assert data.load_split(task_name, split, tmp_path) == expected
+
+
+def test_blank_line_between_rows_names_its_line(tmp_path):
+    """A blank line with rows after it may stand where a row was lost: it is refused naming its line (the
+    first of several) and the row that follows. A file of blank lines alone has no examples, and says so."""
+    rows = ["index\tsentence1\tsentence2\tlabel", "0\ta\tb\tentailment", "", "\r", "1\tc\td\tentailment", "", ""]
+    path = write(tmp_path, "rte", "train.tsv", "\n".join(rows))
+    with pytest.raises(DataError, match=re.escape(f"{path} line 3 is blank; only the end of a file may have blank "
+                                                  "lines (a row follows at line 5)")):
+        data.load_split("rte", "train", tmp_path)
+    write(tmp_path, "rte", "train.tsv", "\n" + "\n".join(rows[:2]))  # before the header, too
+    with pytest.raises(DataError, match=re.escape(f"{path} line 1 is blank;")):
+        data.load_split("rte", "train", tmp_path)
+    write(tmp_path, "rte", "train.tsv", "\n\r\n")
+    with pytest.raises(DataError, match=re.escape(f"{path}: no examples (the file has only blank lines)")):
+        data.load_split("rte", "train", tmp_path)
+
+
 def test_data_dir_or_task_file_of_the_wrong_kind(tmp_path, monkeypatch):
     """--data-dir (or $GLUE_DIR) naming a file, a task folder that is a file, and a train.tsv that is a
     folder are refused by name, before any download is tried."""
@@ -255,14 +299,22 @@ def test_data_dir_or_task_file_of_the_wrong_kind(tmp_path, monkeypatch):
 
 
 def test_missing_file_unknown_task_unknown_split(tmp_path):
-    """A missing file names its expected path; an unknown task lists the known ones."""
+    """A missing file names its expected path; an unknown task lists the known ones; GLUE's unlabelled test
+    splits are not read as labelled ones."""
     with pytest.raises(DataError) as e:
         data.load_split("mnli", "dev", tmp_path)
     assert str(tmp_path / "MNLI" / "dev_matched.tsv") in str(e.value)
     with pytest.raises(DataError, match="unknown task 'wnli'; known tasks: sst2, mnli, .*rte"):
         data.load_split("wnli", "train", tmp_path)
-    with pytest.raises(DataError, match="unknown split 'test'"):
+    with pytest.raises(DataError, match="unknown split 'validation'"):
+        data.load_split("rte", "validation", tmp_path)
+    with pytest.raises(DataError, match="the RTE test split has no labels: read it with data.load_test"):
         data.load_split("rte", "test", tmp_path)
+    with pytest.raises(DataError, match="RTE has no unlabelled test split 'test_mismatched'; it has 'test'"):
+        data.load_test("rte", "test_mismatched", tmp_path)
+    with pytest.raises(DataError) as e:
+        data.load_test("mnli", "test_mismatched", tmp_path)
+    assert str(tmp_path / "MNLI" / "test_mismatched.tsv") in str(e.value)
 
 
 def test_failed_download_names_expected_paths(tmp_path):
@@ -333,6 +385,107 @@ def test_download_failures_name_the_cause(tmp_path, kind):
 
 
 # -----------------------------------------------------------------------------
+# GLUE's unlabelled test sets and the submission files made from them
+
+REAL_TEST_ROWS = {"rte": 3000, "mrpc": 1725, "cola": 1063, "stsb": 1379, "sst2": 1821}  # SOURCES.md
+
+
+def first_column(path):
+    """The index column of a test file, read with nothing but split: lines after the header, blank ones dropped."""
+    return [int(line.split("\t")[0]) for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+
+
+@real
+@pytest.mark.parametrize("task_name", sorted(REAL_TEST_ROWS))
+def test_real_test_files(task_name):
+    """Each real test.tsv reads to GLUE's published number of rows (CoLA's has a header, unlike its train and
+    dev; MRPC's has an index where its train has Quality), with the file's own indices and no labels."""
+    indices, examples = data.load_test(task_name, "test", REAL_GLUE)
+    assert len(examples) == len(indices) == REAL_TEST_ROWS[task_name]
+    assert indices == first_column(REAL_GLUE / data.get_task(task_name).folder / "test.tsv")
+    assert all(e.label is None and e.text_a for e in examples)
+    assert all((e.text_b is None) == (data.get_task(task_name).text_b is None) for e in examples)
+
+
+@real
+@pytest.mark.parametrize("task_name", sorted(REAL_TEST_ROWS))
+def test_real_submission_file(task_name, tmp_path):
+    """The file written for a real test set has the header 'index<TAB>prediction' and one row per test example,
+    in the test file's order with its indices; a prediction is a label string of the task (GLUE's '0'/'1',
+    'entailment'/'not_entailment') or, for STS-B, a score in [0, 5] with three decimals."""
+    task = data.get_task(task_name)
+    indices, examples = data.load_test(task_name, "test", REAL_GLUE)
+    rng = np.random.default_rng(0)
+    preds = rng.uniform(-1, 6, len(examples)) if task.labels is None else rng.integers(0, len(task.labels), len(examples))
+    (name, split), = data.SUBMISSION_FILES[task_name]
+    data.write_glue_submission(tmp_path / name, task_name, indices, preds)
+    lines = (tmp_path / name).read_text(encoding="utf-8").split("\n")
+    assert lines[0] == "index\tprediction" and lines[-1] == "" and len(lines) == len(examples) + 2
+    rows = [line.split("\t") for line in lines[1:-1]]
+    assert [int(i) for i, _ in rows] == indices
+    if task.labels is None:
+        assert all(re.fullmatch(r"\d\.\d{3}", p) and 0 <= float(p) <= 5 for _, p in rows)
+        assert [float(p) for _, p in rows] == pytest.approx(np.clip(preds, 0, 5), abs=5e-4)
+    else:
+        assert [p for _, p in rows] == [task.labels[c] for c in preds]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no .tmp left
+
+
+def test_submission_files_table():
+    """One file per GLUE task the paper fine-tunes on, named as GLUE's server expects; MNLI's two test sets."""
+    assert set(data.SUBMISSION_FILES) == set(data.URLS)
+    assert data.SUBMISSION_FILES["mnli"] == [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched")]
+    for task_name, files in data.SUBMISSION_FILES.items():
+        paths = data.split_paths(data.get_task(task_name), "glue")
+        assert all(split in paths for _, split in files)
+    assert data.split_paths(data.get_task("mnli"), "glue")["test_mismatched"] == Path("glue/MNLI/test_mismatched.tsv")
+
+
+def test_stsb_submission_clipped_by_hand(tmp_path):
+    """Scores are clipped to STS-B's [0, 5] and written with three decimals: -0.4 -> 0.000, 2.34567 -> 2.346,
+    7.2 -> 5.000; a negative zero is written 0.000."""
+    path = tmp_path / "STS-B.tsv"
+    data.write_glue_submission(path, "stsb", [10, 11, 12, 13, 14, 15], [-0.4, 0.0, 2.34567, 5.0, 7.2, -0.0])
+    assert path.read_text() == ("index\tprediction\n10\t0.000\n11\t0.000\n12\t2.346\n13\t5.000\n14\t5.000\n"
+                                "15\t0.000\n")
+
+
+def test_submission_refuses_predictions_that_do_not_fit(tmp_path):
+    """Too few predictions, a class index outside the labels, a float for a class, or a NaN score: refused,
+    and nothing is written."""
+    path = tmp_path / "RTE.tsv"
+    for task_name, preds, message in [("rte", [0, 1], "3 test examples, but predictions of shape (2,)"),
+                                      ("rte", [0, 1, 2], "predictions must be class indices 0 to 1"),
+                                      ("rte", [0.0, 1.0, 1.0], "got float64 values"),
+                                      ("stsb", [1.0, float("nan"), 2.0], "predicted score nan is not a finite number")]:
+        with pytest.raises(DataError, match=re.escape(message)):
+            data.write_glue_submission(path, task_name, [0, 1, 2], preds)
+    assert not list(tmp_path.iterdir())
+
+
+def test_test_file_formats(tmp_path):
+    """Test files by header: CoLA's has one (its train and dev do not), QQP's index column is 'id', MNLI has a
+    matched and a mismatched test file; an index that is not a whole number is refused at its line. Trailing
+    blank lines are skipped as in the labelled files."""
+    write(tmp_path, "cola", "test.tsv", "index\tsentence\n0\tThe sailors rode.\n1\tRode sailors the.\n\n")
+    assert data.load_test("cola", "test", tmp_path) == ([0, 1], [Example("The sailors rode.", None, None),
+                                                                 Example("Rode sailors the.", None, None)])
+    write(tmp_path, "qqp", "test.tsv", "id\tquestion1\tquestion2\n0\tWhy?\tHow?\n")
+    assert data.load_test("qqp", "test", tmp_path) == ([0], [Example("Why?", "How?", None)])
+    header = "index\tpromptID\tpairID\tgenre\tsentence1\tsentence2\n"
+    write(tmp_path, "mnli", "test_matched.tsv", header + "0\tp\tq\tg\tA man.\tA person.\n")
+    write(tmp_path, "mnli", "test_mismatched.tsv", header + "0\tp\tq\tg\tA dog.\tAn animal.\n1\tp\tq\tg\tX.\tY.\n")
+    assert data.load_test("mnli", "test", tmp_path)[1] == [Example("A man.", "A person.", None)]
+    assert data.load_test("mnli", "test_mismatched", tmp_path)[0] == [0, 1]
+    path = write(tmp_path, "rte", "test.tsv", "index\tsentence1\tsentence2\n0\ta\tb\nx1\tc\td\n")
+    with pytest.raises(DataError, match=re.escape(f"{path} line 3: index 'x1' is not a whole number")):
+        data.load_test("rte", "test", tmp_path)
+    write(tmp_path, "rte", "test.tsv", "sentence1\tsentence2\n")
+    with pytest.raises(DataError, match=re.escape("line 1: header lacks column(s) ['index']")):
+        data.load_test("rte", "test", tmp_path)
+
+
+# -----------------------------------------------------------------------------
 # tokenisation
 
 @pytest.fixture(scope="module")
@@ -370,8 +523,9 @@ def tiny_dir(tmp_path):
 def test_tiny_tokenizer_pairs_and_truncation(tiny_dir):
     """[CLS] A [SEP] B [SEP] with type ids 0 then 1; longest-first trims the longer sentence until it fits."""
     tok = data.load_tokenizer(tiny_dir, max_len=7)
-    (ids, types), (ids2, types2), (ids3, _) = data.encode(
+    [(ids, types), (ids2, types2), (ids3, _)], labels = data.encode(
         tok, [Example("a b", "c", 0), Example("a b c d e", "d e", 1), Example("e", None, 0)])
+    assert labels == [0, 1, 0] and data.encode(tok, []) == ([], [])  # a sentence task's labels pass through
     assert ids == [2, 4, 5, 3, 6, 3] and types == [0, 0, 0, 0, 1, 1]  # unpadded: 6 tokens, not 32
     # 5 + 2 words + 3 specials = 10 > 7: drop from the longer A until 2 + 2 + 3 = 7; B is kept whole
     assert ids2 == [2, 4, 5, 3, 7, 8, 3] and types2 == [0, 0, 0, 0, 1, 1, 1]
@@ -384,7 +538,7 @@ def test_minilm_tokenizer(minilm_dir):
     tok = data.load_tokenizer(minilm_dir, max_len=16)
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     long_a = " ".join(["word"] * 40)
-    enc = data.encode(tok, [Example("a cat", "a dog", 0), Example(long_a, "a dog", 1), Example("hi", None, 0)])
+    enc, _ = data.encode(tok, [Example("a cat", "a dog", 0), Example(long_a, "a dog", 1), Example("hi", None, 0)])
     (ids, types), (ids2, types2), (ids3, types3) = enc
     assert ids[0] == cls and ids.count(sep) == 2 and types == [0] * 4 + [1] * 3
     assert len(ids2) == 16 and ids2[-3:] == ids[-3:] and sum(types2) == 3  # A was cut, B ("a dog" [SEP]) kept
@@ -449,7 +603,7 @@ def test_tokenizer_that_does_not_fit_the_model(tiny_dir):
 def test_real_rte_dev_encodes_within_max_len(minilm_dir):
     """All 277 RTE dev pairs fit in max_len=128 after truncation, and each has exactly two [SEP]."""
     tok = data.load_tokenizer(minilm_dir, max_len=128)
-    enc = data.encode(tok, data.load_split("rte", "dev", REAL_GLUE))
+    enc, _ = data.encode(tok, data.load_split("rte", "dev", REAL_GLUE))
     sep = tok.token_to_id("[SEP]")
     assert len(enc) == 277 and max(len(ids) for ids, _ in enc) == 128  # some RTE premises are long
     assert all(ids.count(sep) == 2 and len(ids) == len(types) for ids, types in enc)
@@ -510,3 +664,302 @@ def test_k_shot():
         data.k_shot(examples, 21, seed=0)
     with pytest.raises(DataError, match="regression"):
         data.k_shot([Example("a", "b", 1.5)], 1, seed=0)
+
+
+def test_subsample_is_stratified_seeded_and_nested():
+    """subsample(examples, n, seed): n distinct examples, in their original order, each class within one example
+    of its proportional share n * N_c / N, for every n (the divisor method's bound for two classes; checked here
+    for three unequal ones too); the same sample for the same seed and another for another seed; nested under
+    one seed (the sample of n is part of that of n + k), so that a larger --limit only adds examples; and every
+    example, in order, for n >= len. STS-B's five score quintiles are strata as in holdout_split."""
+    examples = [Example(f"s{i}", None, 0 if i % 10 < 6 else 1 if i % 10 < 9 else 2) for i in range(500)]  # 60/30/10%
+    share = np.bincount([e.label for e in examples]) / len(examples)
+    previous = []
+    for n in range(1, len(examples)):
+        sub = data.subsample(examples, n, seed=0)
+        assert len(set(sub)) == n and sub == sorted(sub, key=examples.index)
+        counts = np.bincount([e.label for e in sub], minlength=3)
+        assert np.abs(counts - n * share).max() < 1, (n, counts)
+        assert set(previous) <= set(sub)
+        previous = sub
+    assert data.subsample(examples, 100, seed=0) == data.subsample(examples, 100, seed=0)
+    assert data.subsample(examples, 100, seed=0) != data.subsample(examples, 100, seed=1)
+    assert data.subsample(examples, 500, seed=0) == data.subsample(examples, 900, seed=3) == examples
+    scores = [Example(f"s{i}", "t", float(v)) for i, v in enumerate(np.random.default_rng(0).uniform(0, 5, 300))]
+    sub = data.subsample(scores, 50, seed=0)
+    assert sorted(np.bincount(data._strata(scores)[[scores.index(e) for e in sub]])) == [10] * 5
+
+
+REAL_PAWS = REAL_GLUE.parent / "paws"
+
+
+@pytest.mark.skipif(not (REAL_PAWS / "test.tsv").is_file(), reason="no ../shared/paws/test.tsv")
+def test_real_paws_test_reads_8000_rows_with_crlf():
+    """PAWS-Wiki test (SOURCES.md): 8000 rows, 4464 labelled 0 and 3536 labelled 1, every line ending in CRLF.
+    split_paths finds it beside the GLUE folder; the reader strips the \\r, so no sentence ends with it."""
+    raw = (REAL_PAWS / "test.tsv").read_bytes()
+    assert raw.count(b"\r\n") == raw.count(b"\n") == 8001  # the header and 8000 rows, all CRLF
+    assert data.split_paths(data.TASKS["paws"], REAL_GLUE)["test"] == REAL_PAWS / "test.tsv"
+    ex = data.load_split("paws", "test", REAL_GLUE)
+    labels = [e.label for e in ex]
+    assert len(ex) == 8000 and (labels.count(0), labels.count(1)) == (4464, 3536)
+    assert not any(e.text_b.endswith("\r") or e.text_a.endswith("\r") for e in ex)
+    assert ex[0].text_a.startswith("This was a series of nested angular standards")
+
+
+# -----------------------------------------------------------------------------
+# CoNLL-2003, the token-level task: reader, files, entity metrics, sub-token alignment, batching, predictions
+
+def tags(*names):
+    return tuple(data.CONLL_TAGS.index(t) for t in names)
+
+
+def test_read_conll_small_file(tmp_path):
+    """CRLF line ends, -DOCSTART- lines (with or without a blank line before them), runs of blank lines and no
+    final newline all read to the exact sentences; an I-X that opens an entity is a valid tag and is kept."""
+    path = tmp_path / "train.txt"
+    path.write_bytes(b"-DOCSTART- -X- -X- O\r\n\r\nEU NNP B-NP B-ORG\r\nrejects VBZ B-VP O\r\n\r\n\r\n"
+                     b"Peter NNP B-NP B-PER\r\nBlackburn NNP I-NP I-PER\r\n-DOCSTART- -X- -X- O\n\n"
+                     b"German JJ B-NP I-MISC")
+    assert data.read_conll(path) == [Example(("EU", "rejects"), None, tags("B-ORG", "O")),
+                                     Example(("Peter", "Blackburn"), None, tags("B-PER", "I-PER")),
+                                     Example(("German",), None, tags("I-MISC"))]
+
+
+@pytest.mark.parametrize("raw, line, message", [
+    (b"EU NNP B-NP B-ORG\nrejects VBZ B-VP\n", 2, "expected 4 space-separated columns (word POS chunk NER), got 3"),
+    (b"EU NNP  B-NP B-ORG\n", 1, "expected 4 space-separated columns (word POS chunk NER), got 5"),  # two spaces
+    (b"\nEU\tNNP\tB-NP\tB-ORG\n", 2, "expected 4 space-separated columns (word POS chunk NER), got 1"),  # tabs
+    (b"EU NNP B-NP O\n\nBush NNP B-NP B-PERSON\n", 3, "unknown NER tag 'B-PERSON'; expected O, B-X or I-X with X "
+     "one of PER, ORG, LOC, MISC (O, B-PER, I-PER, B-ORG, I-ORG, B-LOC, I-LOC, B-MISC, I-MISC)"),
+    (b"Bush NNP B-NP S-PER\n", 1, "unknown NER tag 'S-PER'"),  # an IOBES tag
+    (b"EU NNP B-NP O\ncaf\xe9 NN I-NP O\n", 2, "not UTF-8 text (byte 0xe9 at byte 4 of the line)"),
+])
+def test_read_conll_malformed_line(tmp_path, raw, line, message):
+    """A line with the wrong number of columns, a tag outside IOB2's nine, or bytes that are not UTF-8 is a
+    DataError naming the file, the 1-based line and the cause."""
+    path = tmp_path / "dev.txt"
+    path.write_bytes(raw)
+    with pytest.raises(DataError, match=re.escape(f"{path} line {line}: {message}")):
+        data.read_conll(path)
+
+
+def test_read_conll_no_sentences(tmp_path):
+    """An empty file and one with only -DOCSTART- and blank lines have no sentences, and say which."""
+    path = tmp_path / "test.txt"
+    path.write_text("")
+    with pytest.raises(DataError, match=re.escape(f"{path}: no sentences (the file is empty)")):
+        data.read_conll(path)
+    path.write_text("-DOCSTART- -X- -X- O\n\n\n")
+    with pytest.raises(DataError, match=re.escape(f"{path}: no sentences (only blank and -DOCSTART- lines)")):
+        data.read_conll(path)
+
+
+def test_conll_folder_inside_or_beside_data_dir(tmp_path):
+    """The CoNLL files are looked for in data_dir/conll2003/, else in conll2003/ beside data_dir (so the GLUE
+    --data-dir finds them); ensure_task downloads nothing and, when train or dev is missing, names both places
+    and the three files to put there. A folder inside the data dir wins, and is not mixed with the one beside."""
+    glue, task = tmp_path / "glue", data.get_task("conll2003")
+    glue.mkdir()
+    with pytest.raises(DataError, match="cannot be downloaded") as e:
+        data.ensure_task("conll2003", glue)
+    msg = str(e.value)
+    assert str(tmp_path / "conll2003" / "train.txt") in msg and str(tmp_path / "conll2003" / "dev.txt") in msg
+    assert f"{glue / 'conll2003'}/ or in {tmp_path / 'conll2003'}/" in msg and "train.txt, dev.txt and test.txt" in msg
+    assert sorted(tmp_path.rglob("*")) == [glue]  # nothing created
+    beside = tmp_path / "conll2003"
+    beside.mkdir()
+    for split in ("train", "dev", "test"):
+        (beside / f"{split}.txt").write_text(f"{split} NN B-NP B-PER\n")
+    assert data.split_paths(task, glue) == {s: beside / f"{s}.txt" for s in ("train", "dev", "test")}
+    assert data.ensure_task("conll2003", glue) == beside
+    assert data.load_split("conll2003", "test", glue) == [Example(("test",), None, tags("B-PER"))]
+    with pytest.raises(DataError, match="unknown split 'valid'; expected 'train' or 'dev' or 'test'"):
+        data.load_split("conll2003", "valid", glue)
+    (glue / "conll2003").mkdir()
+    (glue / "conll2003" / "train.txt").write_text("inside NN B-NP O\n")
+    assert data.load_split("CoNLL-2003", "train", glue) == [Example(("inside",), None, tags("O"))]
+    with pytest.raises(DataError, match=re.escape(f"{glue / 'conll2003' / 'dev.txt'} not found")):
+        data.ensure_task("conll2003", glue)
+    with pytest.raises(DataError, match=re.escape(f"CoNLL-2003 dev file not found: {glue / 'conll2003' / 'dev.txt'}")):
+        data.load_split("conll2003", "dev", glue)
+
+
+real_conll = pytest.mark.skipif(not REAL_CONLL.is_dir(), reason="no ../shared/conll2003")
+
+
+@real_conll
+@pytest.mark.parametrize("split, sentences, tokens, entities, o_tags", [
+    ("train", 14041, 203621, {"LOC": 7140, "MISC": 3438, "ORG": 6321, "PER": 6600}, 169578),
+    ("dev", 3250, 51362, {"LOC": 1837, "MISC": 922, "ORG": 1341, "PER": 1842}, 42759),
+    ("test", 3453, 46435, {"LOC": 1668, "MISC": 702, "ORG": 1661, "PER": 1617}, 38323),
+])
+def test_real_conll_counts(split, sentences, tokens, entities, o_tags):
+    """Sentence, token, O-tag and per-type entity counts equal the published CoNLL-2003 figures (SOURCES.md), read
+    through the GLUE data dir. The files are strict IOB2 (no entity opens with I-X), so conll_chunks finds exactly
+    one chunk per B- tag: the chunk counts per type must equal the B- counts too."""
+    ex = data.load_split("conll2003", split, REAL_GLUE)
+    all_tags = [data.CONLL_TAGS[t] for e in ex for t in e.label]
+    assert len(ex) == sentences and sum(len(e.text_a) for e in ex) == tokens == len(all_tags)
+    assert all_tags.count("O") == o_tags
+    assert {x: all_tags.count(f"B-{x}") for x in entities} == entities
+    chunk_types = [c[0] for e in ex for c in data.conll_chunks(e.label)]
+    assert {x: chunk_types.count(x) for x in entities} == entities
+
+
+def test_conll_chunks_boundary_rules():
+    """conlleval's IOB2 rules, worked by hand (end exclusive): B-X after I-X of the same type starts a new chunk;
+    I-X after O, after another type, or at the sentence start opens one; I-X of the same type continues one;
+    single-word chunks, and a chunk that runs to the end of the sentence, are closed properly."""
+    assert data.conll_chunks(["B-PER", "I-PER", "B-PER"]) == {("PER", 0, 2), ("PER", 2, 3)}
+    assert data.conll_chunks(["O", "I-LOC", "I-LOC", "O"]) == {("LOC", 1, 3)}
+    assert data.conll_chunks(["B-ORG", "I-PER", "I-PER"]) == {("ORG", 0, 1), ("PER", 1, 3)}
+    assert data.conll_chunks(["I-MISC", "O"]) == {("MISC", 0, 1)}
+    assert data.conll_chunks(["B-LOC", "B-LOC", "O", "B-PER"]) == {("LOC", 0, 1), ("LOC", 1, 2), ("PER", 3, 4)}
+    assert data.conll_chunks(["O", "B-ORG", "I-ORG", "I-ORG"]) == {("ORG", 1, 4)}
+    assert data.conll_chunks(["O", "O"]) == set() and data.conll_chunks([]) == set()
+    assert data.conll_chunks(tags("B-PER", "I-PER", "O")) == {("PER", 0, 2)}  # indices read as CONLL_TAGS
+    assert data.conll_chunks(np.array(tags("I-ORG"))) == {("ORG", 0, 1)}  # numpy integers too
+
+
+def test_entity_scores_by_hand():
+    """Sentence 1: PER(0,2) right, LOC(3,4) predicted as ORG(3,4), same span but wrong type, so wrong.
+    Sentence 2: ORG(0,3) predicted as ORG(0,2), wrong end. Sentence 3: a spurious MISC(0,1) from an opening I-.
+    tp = 1, predicted = 4, gold = 3: P = 1/4, R = 1/3, F1 = 2tp / (pred + gold) = 2/7; words right 3 + 3 + 1 = 7
+    of 10. With no chunk predicted P, R and F1 are 0, not NaN."""
+    gold = [tags("B-PER", "I-PER", "O", "B-LOC"), tags("B-ORG", "I-ORG", "I-ORG", "O"), tags("O", "O")]
+    pred = [tags("B-PER", "I-PER", "O", "B-ORG"), tags("B-ORG", "I-ORG", "O", "O"), tags("I-MISC", "O")]
+    out = data.compute_metrics("conll2003", pred, gold)
+    assert set(out) == {"f1", "precision", "recall", "accuracy", "metric"} and out["metric"] == out["f1"]
+    assert out["precision"] == pytest.approx(1 / 4, abs=1e-12) and out["recall"] == pytest.approx(1 / 3, abs=1e-12)
+    assert out["f1"] == pytest.approx(2 / 7, abs=1e-12) and out["accuracy"] == pytest.approx(7 / 10, abs=1e-12)
+    none = data.compute_metrics("conll2003", [[0] * len(g) for g in gold], gold)
+    assert (none["precision"], none["recall"], none["f1"]) == (0.0, 0.0, 0.0)
+    assert none["accuracy"] == pytest.approx(4 / 10, abs=1e-12)  # the four gold O words (1 + 1 + 2) are right
+    perfect = data.compute_metrics("conll2003", gold, gold)
+    assert perfect["f1"] == perfect["precision"] == perfect["recall"] == perfect["accuracy"] == 1.0
+    with pytest.raises(ValueError, match="a sentence has 2 gold tags but 1 predicted ones"):
+        data.compute_metrics("conll2003", [[0]], [[0, 0]])
+
+
+def test_encode_token_labels_on_first_piece(minilm_dir):
+    """With the real WordPiece tokenizer, a word cut into several pieces ('Nadim' -> nad ##im) carries its tag on
+    its first piece only; the other pieces and [CLS]/[SEP] are IGNORE, so each word is scored once. A word that
+    normalises to no piece at all (a zero-width space) is refused by name, as it would shift every later word."""
+    tok = data.load_tokenizer(minilm_dir, max_len=128)
+    enc, labels = data.encode(tok, [Example(("Nadim", "Ladki", "plays"), None, tags("B-PER", "I-PER", "O")),
+                                    Example(("EU",), None, tags("B-ORG"))])
+    I = data.IGNORE
+    assert [tok.id_to_token(i) for i in enc[0][0]] == ["[CLS]", "nad", "##im", "lad", "##ki", "plays", "[SEP]"]
+    assert labels[0] == [I, 1, I, 2, I, 0, I] and enc[0][1] == [0] * 7
+    assert [tok.id_to_token(i) for i in enc[1][0]] == ["[CLS]", "eu", "[SEP]"] and labels[1] == [I, 3, I]
+    with pytest.raises(DataError, match=re.escape(f"sentence 1: word 1 ({chr(0x200b)!r}) is no sub-token at all")):
+        data.encode(tok, [Example(("a",), None, (0,)), Example(("a", "\u200b", "b"), None, (0, 0, 0))])
+
+
+def test_words_cut_and_word_predictions(minilm_dir):
+    """max_len=5 keeps [CLS] nad ##im lad [SEP]: 'Ladki' keeps its first piece, so its label, while 'plays' and
+    'football' lose theirs: 2 words cut in 1 of 2 sentences. word_predictions reads each word's prediction at its
+    first piece (the IGNORE positions, here filled with 7, are never read, nor is padding) and predicts O for
+    the cut words."""
+    tok = data.load_tokenizer(minilm_dir, max_len=5)
+    ex = [Example(("Nadim", "Ladki", "plays", "football"), None, tags("B-PER", "I-PER", "O", "B-MISC")),
+          Example(("EU",), None, tags("B-ORG"))]
+    enc, labels = data.encode(tok, ex)
+    I = data.IGNORE
+    assert [len(ids) for ids, _ in enc] == [5, 3] and labels[0] == [I, 1, I, 2, I]
+    assert data.words_cut(ex, labels) == (2, 1)
+    preds = [[7 if y == I else y for y in row] for row in labels]
+    assert data.word_predictions(preds, labels, ex) == [[1, 2, 0, 0], [3]]
+    padded = next(data.batches(enc, labels, 2, 0))  # rows padded to T = 5, with IGNORE in the labels
+    token_preds = torch.where(padded["labels"] == I, 7, padded["labels"])
+    assert data.word_predictions(token_preds, padded["labels"], ex) == [[1, 2, 0, 0], [3]]
+    assert data.words_cut(ex, data.encode(data.load_tokenizer(minilm_dir, max_len=128), ex)[1]) == (0, 0)
+
+
+def test_batches_token_labels_and_index():
+    """Token labels are padded with IGNORE to the batch's T, and row by row equal encode's lists; index gives each
+    row's example, whatever the order (ids here are 100 + the example index)."""
+    enc = fake_encoded(7)
+    labels = [[data.IGNORE] + [i % 9] * (len(ids) - 1) for i, (ids, _) in enumerate(enc)]
+    for shuffle, group in [(False, False), (True, False), (True, True), (False, True)]:
+        served = []
+        for b in data.batches(enc, labels, 3, 0, shuffle=shuffle, seed=1, group_by_length=group):
+            B, T = b["input_ids"].shape
+            assert b["labels"].shape == (B, T) and b["labels"].dtype == b["index"].dtype == torch.long
+            assert torch.equal(b["input_ids"][:, 0] - 100, b["index"])
+            for row, i in enumerate(b["index"].tolist()):
+                n = len(labels[i])
+                assert b["labels"][row, :n].tolist() == labels[i] and (b["labels"][row, n:] == data.IGNORE).all()
+            served += b["index"].tolist()
+        assert sorted(served) == list(range(7))
+    assert [b["index"].tolist() for b in data.batches(enc, [0] * 7, 3, 0)] == [[0, 1, 2], [3, 4, 5], [6]]
+
+
+def grouped_order(n, seed, epoch, shuffle=True, batch_size=4):
+    """Batches of examples of lengths 1 + (37 i mod 23), as lists of example indices."""
+    enc = [([100 + i] * (1 + 37 * i % 23), [0] * (1 + 37 * i % 23)) for i in range(n)]
+    return [b["index"].tolist() for b in data.batches(enc, None, batch_size, 0, shuffle, seed, epoch, True)]
+
+
+def test_group_by_length_cover_seeded():
+    """group_by_length serves every example exactly once per epoch; the same (seed, epoch) repeats, another epoch
+    or seed gives another order. Shuffled, a batch holds examples of one mega-batch (50 batches) sorted longest
+    first; for evaluation the examples are sorted longest first, ties in their original order."""
+    n = 1000
+    length = [1 + 37 * i % 23 for i in range(n)]
+    a = grouped_order(n, 0, 0)
+    assert sorted(i for b in a for i in b) == list(range(n)) and len(a) == n // 4
+    assert a == grouped_order(n, 0, 0) and a != grouped_order(n, 0, 1) and a != grouped_order(n, 1, 0)
+    assert all(length[b[0]] >= length[b[-1]] for b in a)  # each batch cut from a sorted mega-batch
+    pad = sum(len(b) * max(length[i] for i in b) - sum(length[i] for i in b) for b in a)
+    flat = [b["index"].tolist() for b in data.batches([([0] * k, [0] * k) for k in length], None, 4, 0, True)]
+    pad_flat = sum(len(b) * max(length[i] for i in b) - sum(length[i] for i in b) for b in flat)
+    assert pad * 5 < pad_flat  # 23 lengths among the 200 examples of a mega-batch: batches are nearly uniform
+    e = grouped_order(n + 1, 0, 0, shuffle=False)
+    assert sorted(i for b in e for i in b) == list(range(n + 1)) and e == grouped_order(n + 1, 5, 3, shuffle=False)
+    assert [i for b in e for i in b] == sorted(range(n + 1), key=lambda i: (-(1 + 37 * i % 23), i))
+
+
+@real_conll
+def test_group_by_length_cuts_padding_on_real_conll(minilm_dir):
+    """One epoch of the real CoNLL train set (14,041 sentences, max_len 128, batch 32): padding tokens with
+    group_by_length are at least 3x fewer than with a plain shuffle (measured: about 13.7k against 457k)."""
+    tok = data.load_tokenizer(minilm_dir, max_len=128)
+    enc, labels = data.encode(tok, data.load_split("conll2003", "train", REAL_GLUE))
+
+    def padding(group):
+        return sum(int((b["attention_mask"] == 0).sum())
+                   for b in data.batches(enc, labels, 32, 0, shuffle=True, seed=0, epoch=0, group_by_length=group))
+    assert 3 * padding(True) <= padding(False)
+
+
+@real_conll
+def test_real_conll_lengths_and_words_cut(minilm_dir):
+    """The longest sentence in sub-tokens, [CLS] and [SEP] included, is 164 in train, 146 in dev, 140 in test, so
+    max_len 128 cuts a few words (24 in 1 train sentence, 19 in 3 dev ones, 10 in 1 test one) and 256 cuts none."""
+    long_tok, tok = data.load_tokenizer(minilm_dir, max_len=256), data.load_tokenizer(minilm_dir, max_len=128)
+    for split, longest, cut in [("train", 164, (24, 1)), ("dev", 146, (19, 3)), ("test", 140, (10, 1))]:
+        ex = data.load_split("conll2003", split, REAL_GLUE)
+        enc, labels = data.encode(long_tok, ex)
+        assert max(len(ids) for ids, _ in enc) == longest and data.words_cut(ex, labels) == (0, 0)
+        assert data.words_cut(ex, data.encode(tok, ex)[1]) == cut
+
+
+def test_write_conll_predictions_round_trip(tmp_path):
+    """The file has one `word gold predicted` line per word and a blank line after each sentence, as conlleval
+    reads it; read back, it gives the same words, tags and scores. It is written via a .tmp file that does not
+    stay behind. (German: B-MISC predicted as I-MISC after O still opens the same chunk, so it counts as right.)"""
+    ex = [Example(("EU", "rejects", "German"), None, tags("B-ORG", "O", "B-MISC")), Example(("Peter",), None, tags("B-PER"))]
+    preds = [list(tags("B-ORG", "O", "I-MISC")), list(tags("O"))]
+    path = tmp_path / "dev_predictions.txt"
+    data.write_conll_predictions(path, ex, preds)
+    text = path.read_text(encoding="utf-8")
+    assert text == "EU B-ORG B-ORG\nrejects O O\nGerman B-MISC I-MISC\n\nPeter B-PER O\n\n"
+    rows = [[line.split(" ") for line in block.splitlines()] for block in text.split("\n\n") if block]
+    assert [tuple(r[0] for r in s) for s in rows] == [e.text_a for e in ex]
+    gold_back, pred_back = [[r[1] for r in s] for s in rows], [[r[2] for r in s] for s in rows]
+    assert data.compute_metrics("conll2003", pred_back, gold_back) == data.compute_metrics(
+        "conll2003", preds, [e.label for e in ex])
+    assert data.compute_metrics("conll2003", preds, [e.label for e in ex])["precision"] == 1.0  # 2 of 2 right
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev_predictions.txt"]

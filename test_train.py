@@ -9,11 +9,14 @@ default model's tokenizer, on a small synthetic RTE folder written here, so no t
     python -m pytest -q test_train.py
 """
 
+import errno
 import json
 import os
 import random
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -296,3 +299,221 @@ def test_new_flags_refused_by_name(capsys, argv, message):
         train_py.parse_args(argv)
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+# -----------------------------------------------------------------------------
+# a run's folder: --out under a file, writes that survive a full disk, one run per folder
+
+def test_out_under_a_file_is_refused_by_name(tmp_path, capsys):
+    """--out below a file (out/metrics.json/run1, say) is refused in parse_args, naming that file: the first
+    mkdir would otherwise stop the run with a NotADirectoryError traceback, after the data and model loaded."""
+    import train as train_py
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("")
+    for out in (a_file / "run1", a_file / "a" / "b"):
+        with pytest.raises(SystemExit):
+            train_py.parse_args(["--out", str(out)])
+        err = capsys.readouterr().err.splitlines()
+        assert err[-1].endswith(f"error: --out {out}: {a_file} is a file, so no folder can be made under it; "
+                                "pass another --out"), err
+    assert train_py.parse_args(["--out", str(tmp_path / "new" / "run1")]).out == str(tmp_path / "new" / "run1")
+
+
+def tiny_net(seed):
+    torch.manual_seed(seed)
+    cfg = model.Config(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=8, max_position_embeddings=16)
+    return model.Model(cfg, 2)
+
+
+def no_space():
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def fake_safetensors(tensors, filename, metadata=None):
+    """safetensors' save_file on a full disk: part of the file, then its own error naming the OS error."""
+    Path(filename).write_bytes(b"\x10\x00\x00\x00")
+    from safetensors import SafetensorError
+    raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+
+def fake_write_text(self, text, *args, **kwargs):
+    with open(self, "w") as f:
+        f.write(text[:5])
+    raise no_space()
+
+
+def fake_torch_save(obj, f, *args, **kwargs):
+    f.write(b"PK\x03\x04")
+    raise no_space()
+
+
+def fake_copyfile(src, dst, *args, **kwargs):
+    Path(dst).write_bytes(Path(src).read_bytes()[:5])
+    raise no_space()
+
+
+def save_cases(tmp_path):
+    """name -> (the file, save it: f(version), patch making its real write fail like a full disk)."""
+    import train as train_py
+    import data
+    out = tmp_path / "out"
+    out.mkdir()
+    for v in (0, 1):  # two tokenizers with different bytes to copy from
+        (tmp_path / f"w{v}").mkdir()
+        (tmp_path / f"w{v}" / "tokenizer.json").write_text(json.dumps({"model": {}, "version": v}))
+    net = tiny_net(0)
+    opt = train_py.adamw(net, 1e-3, 0.0)
+    write_text = (Path, "write_text", fake_write_text)
+    return {
+        "model.safetensors": (out / "model.safetensors",
+                              lambda v: model.save_pretrained(tiny_net(v), out), (model, "save_file", fake_safetensors)),
+        "config.json": (out / "config.json",
+                        lambda v: model.save_pretrained(tiny_net(0), out, {"version": v}), write_text),
+        "metrics.json": (out / "metrics.json", lambda v: train_py.write_json(out / "metrics.json", {"v": v}), write_text),
+        "train_state.pt": (out / train_py.STATE,
+                           lambda v: train_py.save_state(out, True, 1, {}, net, opt, v, v, 0.5, v, []),
+                           (torch, "save", fake_torch_save)),
+        "tokenizer.json": (out / "tokenizer.json", lambda v: train_py.copy_tokenizer(tmp_path / f"w{v}", out),
+                           (shutil, "copyfile", fake_copyfile)),
+        "RTE.tsv": (out / "RTE.tsv", lambda v: data.write_glue_submission(out / "RTE.tsv", "rte", [0, 1], [v, 1]),
+                    write_text),
+    }
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "config.json", "metrics.json", "train_state.pt",
+                                  "tokenizer.json", "RTE.tsv"])
+def test_full_disk_leaves_the_previous_file_whole(tmp_path, monkeypatch, name):
+    """Every file a run writes goes through model.atomic_write: when the disk fills in the middle of writing
+    the next version (the real write function replaced by one that writes a few bytes, then raises ENOSPC),
+    the file already there stays byte for byte what it was, no .tmp is left, and the error is a SaveError (an
+    OSError) whose one line names the file and the reason."""
+    path, save, patch = save_cases(tmp_path)[name]
+    save(0)
+    before = path.read_bytes()
+    monkeypatch.setattr(*patch)
+    with pytest.raises(model.SaveError) as e:
+        save(1)
+    monkeypatch.undo()
+    assert str(e.value) == f"could not write {path}: No space left on device; the previous {path} is unchanged"
+    assert isinstance(e.value, OSError) and "\n" not in str(e.value)
+    assert path.read_bytes() == before
+    assert not list(path.parent.glob("*.tmp"))
+    save(1)  # with room on the disk again the same save goes through
+    assert path.read_bytes() != before
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize("name", ["metrics.json", "train_state.pt", "tokenizer.json"])
+def test_a_real_full_disk(tmp_path, name):
+    """The same with the kernel's own ENOSPC: PATH.tmp is made a link to /dev/full, which fails every write
+    as a full disk does. torch.save in particular must let that OSError through (train.torch_save writes via a
+    raw file); given a path, torch reports a full disk as a RuntimeError about zip offsets, naming nothing."""
+    path, save, _ = save_cases(tmp_path)[name]
+    save(0)
+    before = path.read_bytes()
+    path.with_name(path.name + ".tmp").symlink_to("/dev/full")
+    with pytest.raises(model.SaveError, match=re.escape(f"could not write {path}: No space left on device; the "
+                                                        f"previous {path} is unchanged")):
+        save(1)
+    assert path.read_bytes() == before and not list(path.parent.glob("*.tmp"))
+
+
+def test_no_previous_file_is_said_so(tmp_path, monkeypatch):
+    """A first save that fails says nothing was written, rather than promising a previous file."""
+    import train as train_py
+    monkeypatch.setattr(Path, "write_text", fake_write_text)
+    with pytest.raises(model.SaveError) as e:
+        train_py.write_json(tmp_path / "metrics.json", {})
+    assert str(e.value).endswith(f"No space left on device; nothing was written to {tmp_path / 'metrics.json'}")
+    assert not list(tmp_path.iterdir())
+
+
+def dead_pid():
+    """The pid of a process that has finished and been reaped: no process has it (for a while)."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def write_lock(out, pid, host=None, started="2024-01-02T03:04:05+00:00"):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run.lock").write_text(json.dumps({"pid": pid, "host": host or socket.gethostname(),
+                                              "started": started, "argv": ["train.py"]}))
+
+
+def test_a_second_run_into_a_locked_folder_is_refused(tmp_path):
+    """While one run holds --out, another is refused in one line that names the holder's pid, host and start
+    and says what to do; the holder may be this very process or another one that still runs."""
+    import train as train_py
+    out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
+    handle = train_py.lock_run_dir(out)
+    claim = json.loads(lock.read_text())
+    assert claim["pid"] == os.getpid() and claim["host"] == socket.gethostname() and claim["argv"] == sys.argv
+    with pytest.raises(SystemExit) as e:
+        train_py.lock_run_dir(out)
+    assert e.value.code == (f"error: {lock}: another run is using {out} (pid {os.getpid()} on {socket.gethostname()}, "
+                            f"started {claim['started']}); wait for it to finish, pass another --out, or delete "
+                            f"{lock} if that run is truly gone")
+    train_py.unlock_run_dir(handle)
+    assert not lock.exists()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        write_lock(out, other.pid)
+        with pytest.raises(SystemExit, match=f"another run is using {re.escape(str(out))} \\(pid {other.pid} on "):
+            train_py.lock_run_dir(out)
+    finally:
+        other.kill()
+        other.wait()
+    write_lock(out, dead_pid(), host="another-machine")  # cannot be checked from here: counts as running
+    with pytest.raises(SystemExit, match="on another-machine, started 2024-01-02T03:04:05"):
+        train_py.lock_run_dir(out)
+
+
+def test_a_lock_whose_run_is_gone_is_taken_over(tmp_path, capsys):
+    """A lock left by a run on this machine that no longer runs (SIGKILL, a reboot) is taken over with one
+    line that says so; run_lock then holds the folder for its block and removes the lock at the end."""
+    import train as train_py
+    out, lock, pid = tmp_path / "out", tmp_path / "out" / "run.lock", dead_pid()
+    write_lock(out, pid)
+    with train_py.run_lock(out):
+        assert capsys.readouterr().out == (f"run.lock: the run that held {out} (pid {pid} on {socket.gethostname()}, "
+                                           "started 2024-01-02T03:04:05+00:00) is gone; taking the folder over\n")
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert not lock.exists()
+
+
+def test_a_garbled_lock_is_refused_and_release_keeps_a_lock_not_ours(tmp_path):
+    """A lock file that is not one (empty, not JSON, no pid) is refused naming it, not guessed at; releasing
+    removes the lock only while it is still ours (a run that took the folder over owns it then)."""
+    import train as train_py
+    out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
+    out.mkdir()
+    for text in ("", "{not json", '{"pid": 0, "host": "h", "started": "t"}'):
+        lock.write_text(text)
+        with pytest.raises(SystemExit, match=f"error: {re.escape(str(lock))}: not a lock this script wrote"):
+            train_py.lock_run_dir(out)
+    lock.unlink()
+    handle = train_py.lock_run_dir(out)
+    write_lock(out, os.getpid(), started="later")
+    train_py.unlock_run_dir(handle)
+    assert json.loads(lock.read_text())["started"] == "later"
+
+
+def test_train_py_holds_its_folder(setup, tmp_path):
+    """As a user meets it: train.py into a folder that a running process holds exits with the one-line refusal
+    and writes nothing; once that process is gone, the next run takes the folder over, trains, and leaves no
+    lock behind."""
+    out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        write_lock(out, other.pid)
+        r = train(setup, out, "--epochs", "1", check=False)
+    finally:
+        other.kill()
+        other.wait()
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].startswith(f"error: {lock}: another run is using {out} (pid {other.pid} on")
+    assert sorted(p.name for p in out.iterdir()) == ["run.lock"]
+    r = train(setup, out, "--epochs", "1")  # other.pid is free now: the lock is stale
+    assert f"run.lock: the run that held {out} (pid {other.pid} on" in r.stdout
+    assert (out / "metrics.json").is_file() and not lock.exists()

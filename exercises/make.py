@@ -51,6 +51,9 @@ EXERCISES = [
      "lesson 10", "cross_tuning", None),
     (9, "addrop.py", "random_mask", "Table 2's RD, the random baseline",
      "lesson 13", "ablations", None),
+    (10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks",
+     "lessons 15-17", "token",
+     "a sum, not a mean, over the tokens whose label is not IGNORE (lesson 16 moves the others)."),
 ]
 TESTS = {"model.py": "test_model.py", "addrop.py": "test_addrop.py"}
 
@@ -121,7 +124,10 @@ def answered(path):
     done = []
     for e in EXERCISES:
         if e[1] == path.name:
-            body = find(tree, e[2]).body[1:]
+            try:
+                body = find(tree, e[2]).body[1:]
+            except LookupError:  # an exercise newer than the file: nothing written there yet
+                continue
             if not (len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])):
                 done.append(e[0])
     return done

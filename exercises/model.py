@@ -1,7 +1,7 @@
 # model.py with the bodies of its exercises blanked, written by exercises/make.py: fill them in and run
 #     python -m pytest test_model.py --impl exercises/model.py
 """
-A BERT / RoBERTa encoder written out, for AD-DROP.
+A BERT / RoBERTa / ELECTRA encoder written out, for AD-DROP.
 
 Every layer computes its attention probabilities explicitly (Eq. 1 of the paper),
     A = softmax(Q K^T / sqrt(d) + padding mask + M_l),
@@ -9,6 +9,8 @@ hands them out, and takes an optional mask M_l (0 keeps a position, -inf drops i
 passed as booleans, True where -inf). That is all AD-DROP needs from the model: A_l
 out for attribution, M_l in for dropping. Weights load from Hugging Face style
 folders (config.json + model.safetensors) without the transformers library.
+Two heads: a classifier on the first token (GLUE: sequence classification and STS-B
+regression) and one on every token (NER: token classification).
 
 Letters: B batch, T tokens, C channels, H heads, D = C // H head size, L layers.
 """
@@ -17,13 +19,14 @@ import importlib.util
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 
@@ -35,7 +38,7 @@ class WeightsError(ValueError):
 
 @dataclass
 class Config:
-    model_type: str = "bert"               # "bert" or "roberta"
+    model_type: str = "bert"               # "bert", "roberta" or "electra"
     vocab_size: int = 30522                # rows of the word embedding
     hidden_size: int = 768                 # C
     num_hidden_layers: int = 12            # L
@@ -50,6 +53,8 @@ class Config:
     attention_probs_dropout_prob: float = 0.1
     initializer_range: float = 0.02        # std of the normal init of fresh weights
     position_embedding_type: str = "absolute"
+    embedding_size: int | None = None      # ELECTRA: width of the embeddings, projected to C (None: C)
+    classifier_dropout: float | None = None  # the head's dropout (None: hidden_dropout_prob)
 
     @property
     def max_tokens(self):
@@ -93,15 +98,19 @@ class Config:
             problems.append(f"pad_token_id is {cfg.pad_token_id!r}, expected an integer >= 0")
         if not (number(cfg.layer_norm_eps) and cfg.layer_norm_eps > 0):
             problems.append(f"layer_norm_eps is {cfg.layer_norm_eps!r}, expected a positive number")
-        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"):
+            if k == "classifier_dropout" and cfg.classifier_dropout is None:
+                continue
             if not (number(getattr(cfg, k)) and 0 <= getattr(cfg, k) < 1):
                 problems.append(f"{k} is {getattr(cfg, k)!r}, expected a number in [0, 1)")
+        if cfg.embedding_size is not None and not (number(cfg.embedding_size, int) and cfg.embedding_size >= 1):
+            problems.append(f"embedding_size is {cfg.embedding_size!r}, expected a positive integer")
         if not (number(cfg.initializer_range) and cfg.initializer_range >= 0):
             problems.append(f"initializer_range is {cfg.initializer_range!r}, expected a number >= 0")
         if problems:
             raise WeightsError(f"{path}: bad config: " + "; ".join(problems))
-        if cfg.model_type not in ("bert", "roberta"):
-            problems.append(f"model_type {cfg.model_type!r} (supported: bert, roberta)")
+        if cfg.model_type not in ("bert", "roberta", "electra"):
+            problems.append(f"model_type {cfg.model_type!r} (supported: bert, roberta, electra)")
         if cfg.hidden_act != "gelu":
             problems.append(f"hidden_act {cfg.hidden_act!r} (supported: gelu)")
         if cfg.position_embedding_type != "absolute":
@@ -192,11 +201,12 @@ class Layer(nn.Module):
         self.p_attn = cfg.attention_probs_dropout_prob
         self.p = cfg.hidden_dropout_prob
 
-    def forward(self, x, pad, M=None, scale=None, first_only=False):
+    def forward(self, x, pad, M=None, scale=None, first_only=False, dropped_A=False):
         """x (B, T, C); pad (B, 1, 1, T) additive padding mask; M (B, H, T, T) bool AD-DROP
         mask, True where M_l = -inf, or None; scale (B, 1, 1, 1) multiplies A (integrated
         gradients) or None; first_only: only the first token goes on past the attention
-        probabilities (see Encoder.forward).
+        probabilities (see Encoder.forward); dropped_A: hand out A after attention dropout
+        (the authors' first pass, see addrop.attribute) instead of before it.
         Returns the new x, (B, T, C) or (B, 1, C), and the attention probabilities A actually
         used, (B, H, T, T)."""
         # Exercise 1: A goes out times `scale` when one is given (integrated gradients: test_addrop.py
@@ -209,16 +219,20 @@ class Layer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """Embeddings, then L layers. forward returns (hidden (B, T, C), [A_l (B, H, T, T)] * L)."""
+    """Embeddings, then L layers. forward returns (hidden (B, T, C), [A_l (B, H, T, T)] * L).
+    ELECTRA's embeddings may be narrower than the layers (E = 128 < C = 256 in electra-small):
+    a linear map, `project`, then takes them to C. BERT and RoBERTa have E = C and no map."""
 
     def __init__(self, cfg):
         super().__init__()
         self.cfg = cfg
         C = cfg.hidden_size
-        self.word = nn.Embedding(cfg.vocab_size, C)
-        self.pos = nn.Embedding(cfg.max_position_embeddings, C)
-        self.token_type = nn.Embedding(cfg.type_vocab_size, C)
-        self.ln = nn.LayerNorm(C, eps=cfg.layer_norm_eps)
+        E = cfg.embedding_size or C
+        self.word = nn.Embedding(cfg.vocab_size, E)
+        self.pos = nn.Embedding(cfg.max_position_embeddings, E)
+        self.token_type = nn.Embedding(cfg.type_vocab_size, E)
+        self.ln = nn.LayerNorm(E, eps=cfg.layer_norm_eps)
+        self.project = nn.Linear(E, C) if E != C else None
         self.p = cfg.hidden_dropout_prob
         self.layers = nn.ModuleList(Layer(cfg) for _ in range(cfg.num_hidden_layers))
 
@@ -236,12 +250,15 @@ class Encoder(nn.Module):
         else:
             pos = torch.arange(T, device=input_ids.device).expand(B, T)
         x = self.word(input_ids) + self.pos(pos) + self.token_type(token_type_ids)
-        x = dropout(self.ln(x), self.p, self.training)  # (B, T, C)
+        x = dropout(self.ln(x), self.p, self.training)  # (B, T, E)
+        if self.project is not None:
+            x = self.project(x)  # (B, T, C)
         pad = torch.zeros(B, 1, 1, T, dtype=x.dtype, device=x.device)
         pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
         return x, pad
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None, first_only=False):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None, first_only=False,
+                dropped_A=False):
         """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer.
         depth: run only the first `depth` layers (None: all).
         first_only: the last layer run computes its attention probabilities A whole, but carries
@@ -252,36 +269,59 @@ class Encoder(nn.Module):
         attns = []
         layers = self.layers[:depth]
         for l, layer in enumerate(layers):
-            x, A = layer(x, pad, None if masks is None else masks[l], first_only=first_only and l == len(layers) - 1)
+            x, A = layer(x, pad, None if masks is None else masks[l], first_only=first_only and l == len(layers) - 1,
+                         dropped_A=dropped_A)
             attns.append(A)
         return x, attns
 
 
+def _head_dropout(cfg):
+    return cfg.hidden_dropout_prob if cfg.classifier_dropout is None else cfg.classifier_dropout
+
+
 class Head(nn.Module):
-    """Classifier on the first token ([CLS] / <s>): dense + tanh, then the output layer.
-    One output means regression (STS-B)."""
+    """Classifier on the first token ([CLS] / <s>), for sentence tasks: dense, then the output
+    layer. One output means regression (STS-B). As in each model's Hugging Face head:
+        BERT      tanh(dense(x)) (the pre-trained pooler), dropout, out
+        RoBERTa   dropout, tanh(dense(x)), dropout, out
+        ELECTRA   dropout, gelu(dense(x)), dropout, out"""
+    first_only = True  # reads the first token only: the encoder's last layer may skip the rest
 
     def __init__(self, cfg, num_labels):
         super().__init__()
-        self.roberta = cfg.model_type == "roberta"
+        self.kind = cfg.model_type
         self.dense = nn.Linear(cfg.hidden_size, cfg.hidden_size)
         self.out = nn.Linear(cfg.hidden_size, num_labels)
-        self.p = cfg.hidden_dropout_prob
+        self.p = _head_dropout(cfg)
 
     def forward(self, h):
         x = h[:, 0]  # (B, C)
-        if self.roberta:  # RoBERTa's head drops out before its dense layer too
+        if self.kind != "bert":  # RoBERTa's and ELECTRA's heads drop out before their dense layer too
             x = dropout(x, self.p, self.training)
-        x = torch.tanh(self.dense(x))
+        x = F.gelu(self.dense(x)) if self.kind == "electra" else torch.tanh(self.dense(x))
         return self.out(dropout(x, self.p, self.training))  # (B, num_labels)
 
 
-class Model(nn.Module):
+class TokenHead(nn.Module):
+    """Classifier on every token, for token tasks (NER): dropout, then one linear layer, as
+    Hugging Face's BertForTokenClassification (and RoBERTa's and ELECTRA's) does."""
+    first_only = False
+
     def __init__(self, cfg, num_labels):
+        super().__init__()
+        self.classifier = nn.Linear(cfg.hidden_size, num_labels)
+        self.p = _head_dropout(cfg)
+
+    def forward(self, h):
+        return self.classifier(dropout(h, self.p, self.training))  # (B, T, num_labels)
+
+
+class Model(nn.Module):
+    def __init__(self, cfg, num_labels, token_level=False):
         super().__init__()
         self.cfg, self.num_labels = cfg, num_labels
         self.encoder = Encoder(cfg)
-        self.head = Head(cfg, num_labels)
+        self.head = (TokenHead if token_level else Head)(cfg, num_labels)
         self.apply(self._init)
 
     def _init(self, m):
@@ -291,9 +331,15 @@ class Model(nn.Module):
         if isinstance(m, nn.Linear):
             nn.init.zeros_(m.bias)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None):
-        """Returns logits (B, num_labels) and the L attention tensors (B, H, T, T)."""
-        h, attns = self.encoder(input_ids, attention_mask, token_type_ids, masks, first_only=True)
+    @property
+    def token_level(self):
+        return isinstance(self.head, TokenHead)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, dropped_A=False):
+        """Returns logits, (B, num_labels) or for a token head (B, T, num_labels), and the L
+        attention tensors (B, H, T, T)."""
+        h, attns = self.encoder(input_ids, attention_mask, token_type_ids, masks, first_only=self.head.first_only,
+                                dropped_A=dropped_A)
         return self.head(h), attns
 
 # -----------------------------------------------------------------------------
@@ -306,18 +352,25 @@ LAYER_KEYS = {  # ours -> Hugging Face's, inside encoder.layer.{l}.
 }
 EMBED_KEYS = {"word": "word_embeddings", "pos": "position_embeddings",
               "token_type": "token_type_embeddings", "ln": "LayerNorm"}
-# in a checkpoint but not in our model: a buffer, pre-training heads, RoBERTa's unused pooler
-IGNORED = ("embeddings.position_ids", "cls.", "lm_head.", "pooler.")
+# in a checkpoint but not in our model: a buffer, pre-training heads (ELECTRA's discriminator and
+# generator among them), the pooler where the head does not use it (RoBERTa, ELECTRA, token heads)
+IGNORED = ("embeddings.position_ids", "cls.", "lm_head.", "pooler.", "discriminator_predictions.",
+           "generator_predictions.", "generator_lm_head.")
 
 
 def hf_key(name, model_type):
-    """Our parameter name -> the key in a Hugging Face sequence-classification checkpoint."""
+    """Our parameter name -> the key in a Hugging Face ...ForSequenceClassification (or
+    ...ForTokenClassification) checkpoint."""
     parts = name.split(".")
     if parts[0] == "head":
         part, leaf = parts[1], parts[2]
-        if model_type == "roberta":
+        if part == "classifier":  # the token head, in every model type
+            return f"classifier.{leaf}"
+        if model_type in ("roberta", "electra"):
             return f"classifier.{'dense' if part == 'dense' else 'out_proj'}.{leaf}"
         return f"bert.pooler.dense.{leaf}" if part == "dense" else f"classifier.{leaf}"
+    if parts[1] == "project":  # ELECTRA's embeddings -> hidden width map
+        return f"{model_type}.embeddings_project.{parts[2]}"
     if parts[1] == "layers":  # encoder.layers.{l}.{module}.{leaf}
         l, module, leaf = parts[2], parts[3], parts[4]
         return f"{model_type}.encoder.layer.{l}.{LAYER_KEYS[module]}.{leaf}"
@@ -329,11 +382,16 @@ def _modern(key):
     return key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
 
 
-def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
-    """Build a Model from config.json + model.safetensors in weights_dir.
-    Keys may carry the bert./roberta. prefix or not; the pooler and the classifier are
-    optional (freshly initialised when absent). Tensors may be stored in any floating-point
-    dtype (float16 and bfloat16 checkpoints are common); they are cast to the model's."""
+def from_pretrained(weights_dir, num_labels, dtype=torch.float32, token_level=False):
+    """Build a Model from config.json + model.safetensors in weights_dir, with a sentence head or,
+    token_level=True, a token head. Keys may carry the bert./roberta./electra. prefix or not; the
+    pooler and the classifier are optional (freshly initialised when absent). Tensors may be
+    stored in any floating-point dtype (float16 and bfloat16 checkpoints are common); they are
+    cast to the model's.
+    Every key and shape is checked against the file's header, which holds them all and costs
+    nothing to read, on a model built on the meta device (shapes, no memory), before the real
+    model is allocated: a config.json that describes a far larger model than its weights is
+    refused by name instead of running out of memory."""
     d = Path(weights_dir)
     layout = "a weights folder holds config.json, model.safetensors and tokenizer.json; see weights/README.md"
     if not d.exists():
@@ -350,34 +408,40 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32):
         if not f.is_file():
             raise WeightsError(f"weights: {f} {'is not a file' if f.exists() else 'does not exist'} ({layout})")
     cfg = Config.from_json(d / "config.json")
-    model = Model(cfg, num_labels)
+    with torch.device("meta"):  # shapes only: nothing is allocated
+        shapes = {name: p.shape for name, p in Model(cfg, num_labels, token_level).state_dict().items()}
     prefix = cfg.model_type + "."
     path = d / "model.safetensors"
     with _open_safetensors(path) as f:
-        # the key with the bert./roberta. prefix and today's names -> the key as written in the file
+        # the key with the model-type prefix and today's names -> the key as written in the file
         file_keys = {_modern(k if k.startswith((prefix, "classifier.")) else prefix + k): k for k in f.keys()}
         optional = ("head.",)  # the pooler and classifier may be missing: fresh init then
-        missing, state = [], {}
-        for name, p in model.state_dict().items():
+        found, missing = {}, []  # our name -> the key in the file
+        for name, shape in shapes.items():
             key = hf_key(name, cfg.model_type)
             if key not in file_keys:
                 if not name.startswith(optional):
                     missing.append(key)
                 continue
-            t = f.get_tensor(file_keys.pop(key))
-            if t.shape != p.shape:
-                hint = (f" (a classifier for {t.shape[0]} labels, and this task has {p.shape[0]}: fine-tune "
-                        "from the pretrained model instead)") if name.startswith("head.out.") else ""
-                raise WeightsError(f"{path}: key {key} has shape {tuple(t.shape)}, "
-                                   f"the model expects {tuple(p.shape)}{hint}")
+            found[name] = file_keys.pop(key)
+            stored = tuple(f.get_slice(found[name]).get_shape())
+            if stored != tuple(shape):
+                hint = (f" (a classifier for {stored[0]} labels, and this task has {shape[0]}: fine-tune "
+                        "from the pretrained model instead)") if name.startswith(("head.out.", "head.classifier.")) \
+                    else f" from {d / 'config.json'}"
+                raise WeightsError(f"{path}: key {key} has shape {stored}, the model expects {tuple(shape)}{hint}")
+        unexpected = [v for k, v in file_keys.items() if not k.removeprefix(prefix).startswith(IGNORED)]
+        if missing or unexpected:
+            raise WeightsError(f"{path}: missing keys {_few(missing)}; unexpected keys {_few(unexpected)}"
+                               + (f" (does {d / 'config.json'} describe this file's model?)" if missing else ""))
+        model, state = Model(cfg, num_labels, token_level), {}
+        for name, key in found.items():
+            t = f.get_tensor(key)
             if not t.is_floating_point():  # load_state_dict would cast integers silently
                 raise WeightsError(f"{path}: key {key} is stored as {t.dtype}, not as floating point numbers")
             if not torch.isfinite(t.float()).all():  # float(): isfinite has no kernel for some float8 types
                 raise WeightsError(f"{path}: key {key} holds NaN or infinite values; the file is corrupt")
             state[name] = t
-    unexpected = [v for k, v in file_keys.items() if not k.removeprefix(prefix).startswith(IGNORED)]
-    if missing or unexpected:
-        raise WeightsError(f"{path}: missing keys {_few(missing)}; unexpected keys {_few(unexpected)}")
     model.load_state_dict(state, strict=False)  # copies into the float32 parameters, casting float16/bfloat16
     return model.to(dtype)
 
@@ -407,10 +471,45 @@ def _open_safetensors(path):
         raise WeightsError(f"{path} ({size} bytes): {why}") from None
 
 
+class SaveError(OSError):
+    """A file that could not be written (a full disk, an I/O error); the previous file at its path is unchanged."""
+
+
+def atomic_write(path, write, tmp=None):
+    """write(tmp) writes the whole file under a temporary name, by default PATH.tmp in the same folder, and
+    os.replace then renames it to path: a reader, or a run killed at any moment, sees the old file or the new
+    one, never a part. If writing fails (OSError: ENOSPC, EIO, ...) the temporary file is removed and the
+    file at path is left whole; SaveError names the file and the reason."""
+    path = Path(path)
+    tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:  # an interrupt, too, leaves no temporary file behind
+        tmp.unlink(missing_ok=True)
+        if not isinstance(e, OSError) or isinstance(e, SaveError):
+            raise
+        old = f"the previous {path} is unchanged" if path.exists() else f"nothing was written to {path}"
+        raise SaveError(f"could not write {path}: {e.strerror or e}; {old}") from e
+
+
+def _save_safetensors(tensors, path):
+    """save_file, with a failed write raised as the OSError it is: safetensors reports one as its own
+    SafetensorError whose message ends '(os error 28)'."""
+    try:
+        save_file(tensors, str(path))
+    except SafetensorError as e:
+        code = re.search(r"os error (\d+)", str(e))
+        if code is None:
+            raise
+        raise OSError(int(code[1]), os.strerror(int(code[1]))) from e
+
+
 def save_pretrained(model, out_dir, extra_config=None):
     """Write config.json + model.safetensors with Hugging Face key names, so that
-    from_pretrained (ours or theirs) reads it back. Each file is written to a temporary
-    name and renamed, so an interruption never leaves a half-written checkpoint."""
+    from_pretrained (ours or theirs) reads it back. Each file goes through atomic_write, so
+    an interruption or a full disk never leaves half a file. (A failure between the two can
+    pair new weights with the previous config.json; within one run that file never changes.)"""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = {f.name: getattr(model.cfg, f.name) for f in fields(model.cfg)}
@@ -418,12 +517,8 @@ def save_pretrained(model, out_dir, extra_config=None):
     cfg.update(extra_config or {})
     tensors = {hf_key(n, model.cfg.model_type): t.detach().contiguous().cpu()
                for n, t in model.state_dict().items()}
-    tmp = out / "model.safetensors.tmp"
-    save_file(tensors, str(tmp))
-    os.replace(tmp, out / "model.safetensors")
-    tmp = out / "config.json.tmp"
-    tmp.write_text(json.dumps(cfg, indent=2))
-    os.replace(tmp, out / "config.json")
+    atomic_write(out / "model.safetensors", lambda tmp: _save_safetensors(tensors, tmp))
+    atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(cfg, indent=2)))
 
 # -----------------------------------------------------------------------------
 # where the weights are
