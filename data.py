@@ -735,12 +735,10 @@ def word_predictions(token_preds, labels, examples):
 
 def write_conll_predictions(path, examples, preds):
     """`word gold predicted` per line, tag names, a blank line after each sentence: the file conlleval reads
-    (it takes the last two columns as gold and predicted). Written whole to path.tmp, then renamed over path."""
+    (it takes the last two columns as gold and predicted). Written through atomic_write: a full disk leaves the
+    previous file whole."""
     lines = []
     for e, p in zip(examples, preds, strict=True):
         lines += [f"{w} {CONLL_TAGS[y]} {CONLL_TAGS[int(t)]}\n" for w, y, t in zip(e.text_a, e.label, p, strict=True)]
         lines.append("\n")
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-        f.writelines(lines)
-    os.replace(tmp, path)
+    modeling.atomic_write(path, lambda tmp: tmp.write_text("".join(lines), encoding="utf-8", newline="\n"))

@@ -397,6 +397,10 @@ def hf_key(name, model_type):
     return f"{model_type}.embeddings.{EMBED_KEYS[parts[1]]}.{parts[2]}"
 
 
+HEAD_NAMES = {False: "ForSequenceClassification", True: "ForTokenClassification"}  # by token_level
+ARCH_NAMES = {"bert": "Bert", "roberta": "Roberta", "electra": "Electra"}
+
+
 def _modern(key):
     """Old BERT checkpoints (bert-base-uncased among them) call LayerNorm's parameters gamma and beta."""
     return key.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
@@ -428,13 +432,18 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32, token_level=Fa
         if not f.is_file():
             raise WeightsError(f"weights: {f} {'is not a file' if f.exists() else 'does not exist'} ({layout})")
     cfg = Config.from_json(d / "config.json")
+    # a classifier trained for the other kind of head (a sentence classifier read as a token model, or the
+    # reverse) means something else, even where its shape fits: it is left out and the head starts fresh
+    heads = [a for a in json.loads((d / "config.json").read_bytes()).get("architectures") or [] if isinstance(a, str)]
+    other_head = heads and not any(a.endswith(HEAD_NAMES[token_level]) for a in heads)
     with torch.device("meta"):  # shapes only: nothing is allocated
         shapes = {name: p.shape for name, p in Model(cfg, num_labels, token_level).state_dict().items()}
     prefix = cfg.model_type + "."
     path = d / "model.safetensors"
     with _open_safetensors(path) as f:
         # the key with the model-type prefix and today's names -> the key as written in the file
-        file_keys = {_modern(k if k.startswith((prefix, "classifier.")) else prefix + k): k for k in f.keys()}
+        file_keys = {_modern(k if k.startswith((prefix, "classifier.")) else prefix + k): k for k in f.keys()
+                     if not (other_head and k.startswith("classifier."))}
         optional = ("head.",)  # the pooler and classifier may be missing: fresh init then
         found, missing = {}, []  # our name -> the key in the file
         for name, shape in shapes.items():
@@ -534,6 +543,7 @@ def save_pretrained(model, out_dir, extra_config=None):
     out.mkdir(parents=True, exist_ok=True)
     cfg = {f.name: getattr(model.cfg, f.name) for f in fields(model.cfg)}
     cfg["num_labels"] = model.num_labels
+    cfg["architectures"] = [ARCH_NAMES[model.cfg.model_type] + HEAD_NAMES[model.token_level]]  # as transformers writes it
     cfg.update(extra_config or {})
     tensors = {hf_key(n, model.cfg.model_type): t.detach().contiguous().cpu()
                for n, t in model.state_dict().items()}

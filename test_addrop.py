@@ -514,3 +514,29 @@ def test_token_tasks_take_every_attribution(method):
     for M in masks:
         assert M.shape == run(net, batch)[1][0].shape and M.any()
         assert not M[~(real[:, None, :, None] & real[:, None, None, :]).expand_as(M)].any()
+
+# -----------------------------------------------------------------------------
+# 18. the authors' first pass
+
+@pytest.mark.parametrize("method", ["ga", "aa"])
+def test_authors_first_pass_equals_ours_without_dropout(method):
+    """Lesson 18. The authors' code runs the attribution pass in train mode, ordinary dropout on, and
+    differentiates the attention map AFTER attention dropout (train.py --first-pass train); ours runs
+    in eval mode on A itself. With every dropout rate 0 the two are the same function, so they give the
+    same scores (1e-12). With dropout on, theirs is random: two draws differ, while ours repeats exactly
+    (the candidate region changes from step to step in their code, and not in ours)."""
+    torch.manual_seed(0)
+    quiet = model.Model(model.Config(**CFG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), 3).double()
+    quiet.load_state_dict(tiny_model().state_dict())
+    batch = padded_batch()
+    ours = addrop.attribute(quiet, batch, ALL, method)
+    theirs = addrop.attribute(quiet.train(), batch, ALL, method, first_pass="train")
+    assert quiet.training  # the mode it came in
+    for l in ALL:
+        assert (ours[l] - theirs[l]).abs().max() < 1e-12
+    noisy = tiny_model()  # dropout 0.1
+    a, b = (addrop.attribute(noisy, batch, ALL, method, first_pass="train") for _ in range(2))
+    c, d = (addrop.attribute(noisy, batch, ALL, method) for _ in range(2))
+    assert any((a[l] - b[l]).abs().max() > 1e-6 for l in ALL)
+    assert all(torch.equal(c[l], d[l]) for l in ALL)
+    assert not noisy.training

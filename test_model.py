@@ -217,6 +217,26 @@ def test_token_head_matches_committed_reference(model_type, tmp_path):
                        t["last_hidden_state"], t["attentions"], t["logits"])
 
 
+@pytest.mark.parametrize("token_level", [False, True])
+def test_classifier_of_the_other_head_starts_fresh(token_level, tmp_path):
+    """config.json's `architectures` says which head a classifier was trained for. A BERT sentence
+    classifier's `classifier.weight` has a token classifier's shape ((labels, C)), but means something
+    else: read as the other kind of model it is left out (fresh: zero bias), the encoder still loads.
+    Without `architectures`, a classifier whose shape fits is loaded, as before."""
+    net = tiny_model("bert", token_level=token_level)
+    model.save_pretrained(net, tmp_path)
+    other = model.from_pretrained(tmp_path, num_labels=3, token_level=not token_level)
+    cls = other.head.classifier if not token_level else other.head.out
+    assert torch.all(cls.bias == 0)
+    assert torch.equal(other.encoder.word.weight, net.encoder.word.weight)
+    same = model.from_pretrained(tmp_path, num_labels=3, token_level=token_level)
+    assert all(torch.equal(a, b) for a, b in zip(same.state_dict().values(), net.state_dict().values()))
+    edit_config(tmp_path, architectures=None)
+    if token_level:  # the token classifier, (3, 32), fits the BERT sentence head's output layer
+        loaded = model.from_pretrained(tmp_path, num_labels=3)
+        assert torch.equal(loaded.head.out.weight, net.head.classifier.weight)
+
+
 def test_electra_projects_narrow_embeddings():
     """ELECTRA with embedding_size E < hidden_size C has (vocab, E) embedding tables and an E -> C
     linear map, embeddings_project, in the Hugging Face checkpoint; with E = C it has neither (as

@@ -291,6 +291,12 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     (["--weight-decay", "nan"], "--weight-decay nan: must be a number at least 0"),
     (["--warmup", "2"], "--warmup 2.0: must be a fraction in [0, 1]"),
     (["--patience", "0"], "--patience 0: must be at least 1"),
+    (["--first-pass", "dropout"], "--first-pass 'dropout': choose eval or train"),
+    (["--first-pass", "train", "--attribution", "iga"], "--first-pass train: offered for --attribution ga and aa only"),
+    (["--rdrop", "-1"], "--rdrop -1.0: must be a number at least 0"),
+    (["--ood", "hans"], "--ood 'hans': the one out-of-distribution set is paws"),
+    (["--ood", "paws", "--task", "rte"], "--ood paws: PAWS is paraphrase identification; use it with --task mrpc or qqp"),
+    (["--task", "conll2003", "--shots", "8"], "--shots: few-shot sampling draws K examples per class"),
 ])
 def test_new_flags_refused_by_name(capsys, argv, message):
     """The flags this file's features added refuse a bad value in parse_args, in one line naming it."""
@@ -517,3 +523,147 @@ def test_train_py_holds_its_folder(setup, tmp_path):
     r = train(setup, out, "--epochs", "1")  # other.pid is free now: the lock is stale
     assert f"run.lock: the run that held {out} (pid {other.pid} on" in r.stdout
     assert (out / "metrics.json").is_file() and not lock.exists()
+
+# -----------------------------------------------------------------------------
+# token tasks (CoNLL-2003) in the same loop; --predict; --ood; R-Drop
+
+TAGS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+
+
+def write_conll(folder, sizes=(("train", 21), ("dev", 12), ("test", 9)), seed=0):
+    """A synthetic CoNLL-2003 folder: sentences of random words, each tagged with an entity of one to
+    three words somewhere, in the 4-column IOB2 format with -DOCSTART- lines."""
+    rng = random.Random(seed)
+    folder.mkdir(parents=True)
+    for split, n in sizes:
+        lines = ["-DOCSTART- -X- -X- O", ""]
+        for _ in range(n):
+            words = rng.choices(WORDS, k=rng.randint(3, 12))
+            tags = ["O"] * len(words)
+            kind, start = rng.choice(["PER", "ORG", "LOC", "MISC"]), rng.randrange(len(words))
+            for i in range(start, min(len(words), start + rng.randint(1, 3))):
+                tags[i] = ("B-" if i == start else "I-") + kind
+            lines += [f"{w} NN B-NP {t}" for w, t in zip(words, tags)] + [""]
+        (folder / f"{split}.txt").write_text("\n".join(lines))
+
+
+@pytest.fixture(scope="module")
+def conll(setup):
+    """CoNLL-2003 beside the synthetic GLUE folder (as ../shared/conll2003 is beside ../shared/glue), and the
+    tiny random BERT with a 9-tag token head made from w0's encoder at training time."""
+    write_conll(setup / "conll2003")
+    return setup
+
+
+def test_token_task_two_ranks_equal_one_process_and_resume(conll):
+    """Token tasks run in the same loop: a 2-epoch CoNLL run (plain, then AD-DROP with q = 1, dropout 0)
+    in two processes under torchrun follows the one-process run to 1e-5 in every step's loss (each rank's
+    loss is its share of the global batch's mean over SCORED tokens, which it must count before the split),
+    and one epoch plus --resume equals the two-epoch run bit for bit."""
+    flags = ["--task", "conll2003", "--epochs", "2", "--p", "0.5", "--q", "1.0", "--lr", "1e-3"]
+    train(conll, conll / "tok1", *flags)
+    train(conll, conll / "tok2", *flags, torchrun=2)
+    one, two = metrics(conll / "tok1"), metrics(conll / "tok2")
+    assert [h["kind"] for h in one["history"]] == ["plain", "AD-DROP"] and one["history"][1]["dropped"] > 0
+    for h1, h2 in zip(one["history"], two["history"]):
+        assert len(h1["step_losses"]) == 3
+        assert max(abs(a - b) for a, b in zip(h1["step_losses"], h2["step_losses"])) < 1e-5
+        assert abs(h1["dev_loss"] - h2["dev_loss"]) < 1e-5 and h1["f1"] == h2["f1"]
+    out = conll / "tok_resumed"
+    train(conll, out, *flags[:2], "--epochs", "1", *flags[4:])
+    train(conll, out, *flags, "--resume")
+    assert [h["step_losses"] for h in metrics(out)["history"]] == [h["step_losses"] for h in one["history"]]
+    assert all(torch.equal(a, b) for a, b in zip(final_weights(out).values(), final_weights(conll / "tok1").values()))
+
+
+def test_token_task_predicts_every_word(conll, tmp_path):
+    """--predict on CoNLL writes OUT/dev_predictions.txt and OUT/test_predictions.txt as conlleval reads them:
+    one `word gold predicted` line per word of the file, in order, a blank line after each sentence; gold
+    is the file's tag. With --max-len 8 some words are cut: the run says how many, and they still have a
+    line (predicted O). The scores in metrics.json are the ones these files give (data.compute_metrics on
+    them), and the checkpoint's config.json carries the tag set as id2label. --holdout and bf16 work too."""
+    import data
+    out = tmp_path / "pred"
+    r = train(conll, out, "--task", "conll2003", "--epochs", "2", "--p", "0.5", "--q", "0.5", "--lr", "1e-3",
+              "--max-len", "8", "--predict", "--holdout", "0.25", "--dtype", "bf16")
+    assert re.search(r"train: --max-len 8 cuts \d+ words in \d+ sentences; they are scored as predicted O", r.stdout)
+    for split in ("dev", "test"):
+        gold = data.read_conll(conll / "conll2003" / f"{split}.txt")
+        blocks = (out / f"{split}_predictions.txt").read_text().strip("\n").split("\n\n")
+        assert len(blocks) == len(gold)
+        preds = []
+        for block, e in zip(blocks, gold):
+            rows = [line.split(" ") for line in block.split("\n")]
+            assert [w for w, _, _ in rows] == list(e.text_a) and [TAGS.index(g) for _, g, _ in rows] == list(e.label)
+            preds.append([TAGS.index(p) for _, _, p in rows])
+        expected = data.compute_metrics("conll2003", preds, [e.label for e in gold])
+        assert metrics(out)["predictions"][split] == pytest.approx(expected, abs=1e-12)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["id2label"] == {str(i): t for i, t in enumerate(TAGS)} and cfg["task"] == "conll2003"
+    assert metrics(out)["selection"] == "holdout"
+
+
+def test_glue_predict_writes_the_submission_file(setup, tmp_path):
+    """--predict on a GLUE task writes OUT/RTE.tsv from the best epoch's weights: the header GLUE's server
+    reads, one row per test example with its index, each label one of RTE's strings."""
+    glue = tmp_path / "glue"
+    shutil.copytree(setup / "glue", glue)
+    rows = ["index\tsentence1\tsentence2"] + [f"{i}\tthe cat sat\tthe dog ran" for i in range(7)]
+    (glue / "RTE" / "test.tsv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(HERE / "train.py"), "--task", "rte", "--weights", str(setup / "w0"),
+                        "--data-dir", str(glue), "--out", str(out), "--max-len", "24", "--epochs", "1",
+                        "--threads", "1", "--predict"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = (out / "RTE.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 8
+    assert [l.split("\t")[0] for l in lines[1:]] == [str(i) for i in range(7)]
+    assert {l.split("\t")[1] for l in lines[1:]} <= {"entailment", "not_entailment"}
+
+
+def test_ood_paws_and_rdrop_run(setup, tmp_path):
+    """An MRPC run with --ood paws --rdrop 1 trains with R-Drop and scores the best epoch's weights on PAWS's
+    test file at the end: metrics.json's ood holds accuracy and f1, and the accuracy is the fraction of the
+    file's labels that those weights predict (a number of the form k / 10 for its 10 pairs)."""
+    rng = random.Random(3)
+    (tmp_path / "glue" / "MRPC").mkdir(parents=True)
+    for split, n in (("train", 24), ("dev", 8)):
+        rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+        rows += [f"{rng.randint(0, 1)}\t1\t2\t{' '.join(rng.choices(WORDS, k=6))}\t{' '.join(rng.choices(WORDS, k=6))}"
+                 for _ in range(n)]
+        (tmp_path / "glue" / "MRPC" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "paws").mkdir()
+    rows = ["id\tsentence1\tsentence2\tlabel"] + [f"{i}\tthe cat sat\tthe cat sat down\t{i % 2}" for i in range(10)]
+    (tmp_path / "paws" / "test.tsv").write_text("\r\n".join(rows) + "\r\n")
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, str(HERE / "train.py"), "--task", "mrpc", "--weights", str(setup / "w1"),
+                        "--data-dir", str(tmp_path / "glue"), "--out", str(out), "--max-len", "24", "--epochs", "2",
+                        "--threads", "1", "--rdrop", "1.0", "--ood", "paws", "--no-checkpoint"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ood = metrics(out)["ood"]
+    assert ood["task"] == "paws" and set(ood) >= {"accuracy", "f1", "metric"}
+    assert abs(ood["accuracy"] * 10 - round(ood["accuracy"] * 10)) < 1e-9
+    assert "R-Drop alpha=1.0" in r.stdout
+
+
+def test_rdrop_loss_by_hand():
+    """R-Drop's loss on two forwards' logits: the mean of their cross-entropies plus alpha times the
+    symmetric KL divergence 1/2 (KL(P1||P2) + KL(P2||P1)), here worked out by hand for one example with two
+    classes; identical forwards add nothing; IGNOREd tokens add nothing; regression adds alpha (y1 - y2)^2."""
+    import math
+    import train as train_py
+    logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])  # P1 = (1/2, 1/2), P2 = (3/4, 1/4)
+    y = torch.tensor([0])
+    ce = (math.log(2) + math.log(4 / 3)) / 2
+    kl12 = 0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)
+    kl21 = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
+    assert abs(train_py.rdrop_loss_sum(logits, y, False, 2.0).item() - (ce + (kl12 + kl21))) < 1e-6
+    same = torch.tensor([[0.3, -1.0], [0.3, -1.0]])
+    assert abs(train_py.rdrop_loss_sum(same, y, False, 5.0).item() - train_py.loss_sum(same[:1], y, False).item()) < 1e-6
+    tok = torch.randn(2, 3, 4)  # two copies of one sentence of 3 tokens, 4 tags; only token 1 is scored
+    ty = torch.tensor([[-100, 2, -100]])
+    scored_only = train_py.rdrop_loss_sum(tok[:, 1:2], ty[:, 1:2], False, 1.0)
+    assert abs(train_py.rdrop_loss_sum(tok, ty, False, 1.0).item() - scored_only.item()) < 1e-6
+    reg = torch.tensor([[1.0], [3.0]])
+    assert abs(train_py.rdrop_loss_sum(reg, torch.tensor([2.0]), True, 0.5).item() - (1 + 0.5 * 4)) < 1e-6

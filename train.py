@@ -96,6 +96,8 @@ def parse_args(argv=None):
     ap.add_argument("--limit", type=int, default=None, help="train on a random sample of N training examples, "
                     "stratified by class and fixed by --seed (every method under one seed sees the same sample)")
     ap.add_argument("--dev-limit", type=int, default=None, help="score on a random, stratified sample of N dev examples")
+    ap.add_argument("--limit-first", action="store_true", help="--limit and --dev-limit take the FIRST N rows instead "
+                    "(how runs before the random sample were made; GLUE files are ordered, so this is no sample)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 can be faster on a busy machine)")
     ap.add_argument("--shots", type=int, default=None, help="few-shot: K training examples per class")
     ap.add_argument("--log-interval", type=int, default=20, help="steps between log lines")
@@ -322,10 +324,11 @@ def load_data(j):
     dev_ex = data.load_split(args.task, "dev", data_dir)
     if args.shots:
         train_ex = data.k_shot(train_ex, args.shots, args.seed)
+    sample = (lambda ex, n, seed: ex[:n]) if args.limit_first else data.subsample
     if args.limit:  # a seeded, stratified random sample: the same for every method under one seed
-        train_ex = data.subsample(train_ex, args.limit, args.seed)
+        train_ex = sample(train_ex, args.limit, args.seed)
     if args.dev_limit:
-        dev_ex = data.subsample(dev_ex, args.dev_limit, args.seed)
+        dev_ex = sample(dev_ex, args.dev_limit, args.seed)
     hold_ex = []
     if args.holdout:
         train_ex, hold_ex = data.holdout_split(train_ex, args.holdout, args.seed)
