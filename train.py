@@ -123,8 +123,13 @@ def parse_args(argv=None):
     ap.add_argument("--first-pass", default="eval", help="eval: attribution in eval mode (default); train: the "
                     "authors' code's, dropout on and A taken after attention dropout (ga and aa)")
     args = ap.parse_args(argv)
-    # refuse bad input before any work starts
-    bad = ap.error
+    check_args(args, ap.error)
+    return args
+
+
+def check_args(args, bad):
+    """Refuse bad flag values before any work starts, each in one line naming the flag (bad: argparse's
+    error, which prints the usage and exits)."""
     args.task = args.task.lower().replace("-", "")
     if args.task not in SETTINGS:
         bad(f"--task {args.task!r}: unknown; choose one of {', '.join(SETTINGS)}")
@@ -175,7 +180,6 @@ def parse_args(argv=None):
     for parent in out.parents:  # nearest first; under a file, mkdir would fail with NotADirectoryError
         if parent.exists() and not parent.is_dir():
             bad(f"{flag}: {parent} is a file, so no folder can be made under it; pass another --out")
-    return args
 
 
 class Diverged(SystemExit):
