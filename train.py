@@ -569,6 +569,9 @@ def finish(j):
         sys.exit("error: no training step ran (is the training set empty?)")
     extra = {}
     if j.keep_best:
+        if j.best_weights is None:  # resumed from a state written before states kept them
+            sys.exit(f"error: --predict/--ood: {j.out / STATE} holds no best-epoch weights (an older state); "
+                     "rerun without --resume")
         j.net.load_state_dict(j.best_weights)
     if args.ood:
         _, metrics, _ = evaluate(j, j.splits["ood"])
