@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 import model as modeling  # atomic_write, for the submission files
+from addrop import IGNORE  # -100, the label of a sub-token no loss, metric or attribution scores
 
 
 class DataError(ValueError):
@@ -498,7 +499,6 @@ def pad_token_id(tok):
     raise DataError("tokenizer has neither a [PAD] nor a <pad> token")
 
 
-IGNORE = -100  # label of a sub-token that is not scored; torch's cross_entropy skips it (its default ignore_index)
 
 
 def encode(tok, examples):
