@@ -911,8 +911,8 @@ def resolve(r):
     return str(needed)
 
 
-def num(x, scale=100, sign=""):
-    return "–" if x is None or not math.isfinite(x) else f"{scale * x:{sign}.1f}"
+def num(x, scale=100, sign="", fmt=".1f"):
+    return "–" if x is None or not math.isfinite(x) else f"{scale * x:{sign}{fmt}}"
 
 
 def arm_label(r):
@@ -959,14 +959,16 @@ def compare_table(summary, epochs, regimes, constant=None):
         lines += ["", "Not informative at this scale (fine-tuning did not both learn and overfit, or has not "
                   "finished): no evidence for or against AD-DROP", ""] + head + [row(r) for r in rest]
     lines += ["", "dev loss per epoch, mean over seeds (fine-tuning), and the paired difference from fine-tuning "
-              "(the other arms; below 0: lower dev loss); last column: dev - train loss at the last epoch",
+              "(the other arms; below 0: lower dev loss), over the seeds that reached the epoch (– where no "
+              "fine-tuning seed did); last column: dev - train loss at the last epoch",
               "", "| task | method | dev loss by epoch | dev - train loss |", "|---|---|---|---|"]
     by = {}
     for e in epochs:
         by.setdefault((e["task"], e["method"]), []).append(e)
     for (task, method), es in by.items():
         ft = method == "fine-tuning"
-        curve = " ".join(f"{e['dev_loss']:.3f}" if ft else f"{e['dev_loss_minus_ft']:+.3f}" for e in es)
+        curve = " ".join(num(e["dev_loss"] if ft else e["dev_loss_minus_ft"], 1, "" if ft else "+", ".3f")
+                         for e in es)  # –: no fine-tuning seed reached that epoch
         lines.append(f"| {data.get_task(task).name} | {method} | {curve} | {es[-1]['gap']:.3f} |")
     return lines
 

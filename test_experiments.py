@@ -266,6 +266,21 @@ def test_constant_baseline_is_the_best_constant_prediction():
         assert b == max(data.compute_metrics("mrpc", [c] * len(dev), dev)["accuracy"] for c in (0, 1))
 
 
+def test_dev_loss_curves_pair_seeds_epoch_by_epoch():
+    """Early stopping ends seeds at different epochs. Each epoch's paired difference uses only the seeds where
+    both arms reached it; where no fine-tuning seed did, the table prints – (not nan)."""
+    ft = {0: {"history": history([0.7, 0.5], [0.6, 0.4])}, 1: {"history": history([0.9], [0.8])}}
+    ga = {0: {"history": history([0.6, 0.45, 0.4], [0.6, 0.5, 0.4])}, 1: {"history": history([1.1, 0.8], [0.7, 0.6])}}
+    rows = experiments.epoch_rows("sst2", {"fine-tuning": ft, "GA": ga})
+    by = {(r["method"], r["epoch"]): r for r in rows}
+    assert by["fine-tuning", 1]["dev_loss"] == pytest.approx(0.8) and by["fine-tuning", 2]["seeds"] == 1
+    assert by["GA", 1]["dev_loss_minus_ft"] == pytest.approx(((0.6 - 0.7) + (1.1 - 0.9)) / 2)
+    assert by["GA", 2]["dev_loss_minus_ft"] == pytest.approx(0.45 - 0.5)  # seed 1's fine-tuning stopped at 1
+    assert math.isnan(by["GA", 3]["dev_loss_minus_ft"])
+    table = "\n".join(experiments.compare_table([], rows, {}))
+    assert "| SST-2 | GA | +0.050 -0.050 – |" in table and "nan" not in table
+
+
 def results(scores, overfit):
     """Hand-made fine-tuning results, a seed each: dev at the best holdout epoch, and a history that overfits
     (dev loss down then 20% up, train loss down) or not (both down)."""
