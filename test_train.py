@@ -644,7 +644,7 @@ def test_ood_paws_and_rdrop_run(setup, tmp_path):
     ood = metrics(out)["ood"]
     assert ood["task"] == "paws" and set(ood) >= {"accuracy", "f1", "metric"}
     assert abs(ood["accuracy"] * 10 - round(ood["accuracy"] * 10)) < 1e-9
-    assert "R-Drop alpha=1.0" in r.stdout
+    assert "R-Drop --rdrop 1.0" in r.stdout
 
 
 def test_rdrop_loss_by_hand():

@@ -109,8 +109,9 @@ def parse_args(argv=None):
                     help="batches of similar lengths, in a seeded order (less padding; default: on for conll2003)")
     ap.add_argument("--ood", default=None, help="paws: also score the best epoch's weights on PAWS-Wiki test "
                     "(out of distribution, for --task mrpc or qqp)")
-    ap.add_argument("--rdrop", type=float, default=0.0, help="R-Drop's alpha: two forwards with their own dropout, "
-                    "plus alpha times their symmetric KL (0: off)")
+    ap.add_argument("--rdrop", type=float, default=0.0, help="R-Drop: two forwards with their own dropout; the "
+                    "mean of their losses plus ALPHA times their symmetric KL (0: off). The R-Drop paper sums the "
+                    "two losses, so its alpha is twice this one")
     # AD-DROP
     ap.add_argument("--p", type=float, default=0.0, help="candidate region size, Eq. 6 (0: plain fine-tuning)")
     ap.add_argument("--q", type=float, default=0.0, help="drop rate inside the candidate region, Eq. 7")
@@ -307,7 +308,7 @@ def setup(args):
         f"{' first pass in train mode' if args.first_pass == 'train' else ''}")
     j.say(f"{args.task}: {sizes} examples | {j.weights} | {j.device}"
           f"{f' x {j.world} processes' if j.world > 1 else ''} | {args.dtype} | lr {j.lr} batch {j.batch_size} "
-          f"max_len {j.max_len} | {what}{f' + R-Drop alpha={args.rdrop}' if args.rdrop else ''}")
+          f"max_len {j.max_len} | {what}{f' + R-Drop --rdrop {args.rdrop}' if args.rdrop else ''}")
     return j
 
 
