@@ -6,6 +6,7 @@ Each reader follows the file exactly as GLUE's download script wrote it: split o
 DataError naming the file and line for any row that does not fit. Metrics follow the paper: Matthews correlation
 for CoLA, Pearson for STS-B, accuracy for the rest; they are written out in numpy so there is nothing to install.
 """
+import json
 import math
 import os
 import shutil
@@ -480,7 +481,6 @@ def load_tokenizer(weights_dir, max_len, cfg=None):
 
 def _not_a_tokenizer(path, error):
     """Why a tokenizer.json did not load, in words: not JSON, JSON of something else, or the library's reason."""
-    import json
     try:
         obj = json.loads(path.read_bytes())
     except UnicodeDecodeError:
@@ -512,7 +512,8 @@ def encode(tok, examples):
     if not isinstance(examples[0].text_a, tuple):
         inputs = [e.text_a if e.text_b is None else (e.text_a, e.text_b) for e in examples]
         return [(enc.ids, enc.type_ids) for enc in tok.encode_batch(inputs)], [e.label for e in examples]
-    encodings = tok.encode_batch([list(e.text_a) for e in examples], is_pretokenized=True)
+    space = " " if byte_level(tok) else ""
+    encodings = tok.encode_batch([[space + w for w in e.text_a] for e in examples], is_pretokenized=True)
     labels = []
     for n, (e, enc) in enumerate(zip(examples, encodings)):
         row, prev = [], None
@@ -527,6 +528,15 @@ def encode(tok, examples):
                             "normalisation, so it cannot carry its tag; remove or replace it")
         labels.append(row)
     return [(enc.ids, enc.type_ids) for enc in encodings], labels
+
+
+def byte_level(tok):
+    """Whether tok is byte-level BPE (RoBERTa's), which reads a word's leading space as the mark of a word start
+    ("Ġrejects"). Pretokenized words carry no space, so encode gives each one, as Hugging Face's
+    add_prefix_space=True does; without it every word would be split as if it went on the previous one ("rej",
+    "ects"), pieces pretraining never saw at a word start. WordPiece (BERT, ELECTRA) drops the space anyway."""
+    pre = json.loads(tok.to_str()).get("pre_tokenizer") or {}
+    return any(p.get("type") == "ByteLevel" for p in [pre, *pre.get("pretokenizers", [])])
 
 
 def words_cut(examples, labels):

@@ -857,6 +857,28 @@ def test_encode_token_labels_on_first_piece(minilm_dir):
         data.encode(tok, [Example(("a",), None, (0,)), Example(("a", "\u200b", "b"), None, (0, 0, 0))])
 
 
+def test_encode_words_with_byte_level_bpe_as_at_a_word_start(tmp_path):
+    """Byte-level BPE (RoBERTa's, here trained on one sentence) marks a word start by its space: pretokenized
+    words must be encoded as they are inside a sentence ("Ġrejects"), not as the continuation of the previous
+    word ("rej", "ects"), which they would be without the space encode gives them; word ids are unchanged."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)  # roberta-base's tokenizer.json
+    tok.train_from_iterator([" EU rejects German call to boycott British lamb ."] * 20, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<s>", "<pad>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    tok = data.load_tokenizer(tmp_path, max_len=32)
+    words = ("EU", "rejects", "German", "lamb", ".")
+    assert data.byte_level(tok) and tok.encode(list(words), is_pretokenized=True).tokens[2:4] == [
+        "rej", "ects"]  # what the words would give without their space
+    y = tags("B-ORG", "O", "B-MISC", "O", "O")
+    enc, labels = data.encode(tok, [Example(words, None, y)])
+    assert [tok.id_to_token(i) for i in enc[0][0]] == tok.encode(" EU rejects German lamb .").tokens == [
+        "<s>", "ĠEU", "Ġrejects", "ĠGerman", "Ġlamb", "Ġ.", "</s>"]
+    assert labels[0] == [data.IGNORE, *y, data.IGNORE]
+
+
 def test_words_cut_and_word_predictions(minilm_dir):
     """max_len=5 keeps [CLS] nad ##im lad [SEP]: 'Ladki' keeps its first piece, so its label, while 'plays' and
     'football' lose theirs: 2 words cut in 1 of 2 sentences. word_predictions reads each word's prediction at its
