@@ -269,7 +269,8 @@ def run_once(run_dir, argv, label):
     """One training run into run_dir, or its result read back if it already finished with the same settings.
     A run stopped after an epoch continues from its train_state.pt (--resume), unless its metrics.json says
     it was made with other settings: then it starts again. A run that diverges (train.py exits on a
-    non-finite loss) returns {"error": ...} and is not retried on a rerun."""
+    non-finite loss) returns {"error": ...} and is not retried on a rerun. A run that another live process
+    holds (its run.lock) is left to it: None, and the sweep goes on, so more processes can share a shard."""
     run_dir = Path(run_dir)
     targs = train_args(run_dir, argv)
     if (res := read_back(run_dir, targs)) is not None:
@@ -282,15 +283,21 @@ def run_once(run_dir, argv, label):
     if stale:
         print(f"  {label}: settings changed since {metrics} was written; training again")
     print(f"  {label}: {'resuming' if resume else 'training'} ({' '.join(argv)})", flush=True)
-    targs = train_args(run_dir, argv, resume)
     try:
-        return train.run(targs)
+        return train.run(train_args(run_dir, argv, resume))
     except train.Diverged as e:  # any other exit is a setup error, which would stop every run: it stops the sweep
         failed = {"args": vars(targs), "error": str(e.code), "best_metric": float("nan"), "history": []}
         run_dir.mkdir(parents=True, exist_ok=True)
         write_json(run_dir / "failed.json", failed)
         print(f"  {label}: FAILED: {e.code}")
         return failed
+    except train.Busy:  # another process of the sweep is training it: so several processes can share one shard
+        print(f"  {label}: another process is training it; skipped", flush=True)
+        return None
+    except SystemExit:  # --resume of a run that another process finished while this one set up: read it back
+        if (res := read_back(run_dir, targs)) is None:
+            raise
+        return res
 
 
 def shard_of(runs, shard):

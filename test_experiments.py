@@ -178,10 +178,11 @@ def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp
     assert case(state=True, metrics_argv=argv, finished=True) == []
 
 
-def test_a_diverged_run_is_kept_as_failed_and_a_setup_error_stops_the_sweep(tmp_path, monkeypatch):
+def test_a_diverged_run_is_kept_as_failed_and_a_setup_error_stops_the_sweep(tmp_path, monkeypatch, capsys):
     """train.py exits on a non-finite loss with train.Diverged: that run is written as failed.json and read
-    back, not retried, so one diverged run does not end a sweep. Any other exit (a bad device, a --max-len too
-    long) would stop every run alike: it stops the sweep with train.py's message and leaves nothing behind."""
+    back, not retried, so one diverged run does not end a sweep. A run whose folder another live process
+    holds (train.Busy) is skipped and left to it. Any other exit (a bad device, a --max-len too long) would
+    stop every run alike: it stops the sweep with train.py's message and leaves nothing behind."""
     def exits(message, kind=SystemExit):
         def run(args):
             raise kind(message)  # as train.py's sys.exit(message), or its Diverged
@@ -192,6 +193,16 @@ def test_a_diverged_run_is_kept_as_failed_and_a_setup_error_stops_the_sweep(tmp_
     assert "loss is nan" in res["error"] and math.isnan(res["best_metric"])
     monkeypatch.setattr(train, "run", lambda args: pytest.fail("a failed run was retried"))
     assert experiments.run_once(tmp_path / "nan", argv, "run")["error"] == res["error"]
+    monkeypatch.setattr(train, "run", exits("error: runs/x/run.lock: another run is using runs/x", train.Busy))
+    assert experiments.run_once(tmp_path / "busy", argv, "run") is None  # left to the process that holds it
+    assert "another process is training it; skipped" in capsys.readouterr().out and not (tmp_path / "busy").exists()
+
+    def finished_meanwhile(args):  # the other process finished the run while this one set up its --resume
+        (tmp_path / "raced").mkdir()
+        (tmp_path / "raced" / "metrics.json").write_text(json.dumps({"args": vars(args), "finished": True}))
+        raise SystemExit(f"error: --resume: nothing to resume: the run in {tmp_path / 'raced'} already finished")
+    monkeypatch.setattr(train, "run", finished_meanwhile)
+    assert experiments.run_once(tmp_path / "raced", argv, "run")["finished"]
     monkeypatch.setattr(train, "run", exits("error: --device cuda: no CUDA GPU is visible"))
     with pytest.raises(SystemExit, match="--device cuda"):
         experiments.run_once(tmp_path / "setup", argv, "run")

@@ -455,7 +455,7 @@ def test_a_second_run_into_a_locked_folder_is_refused(tmp_path):
     handle = train_py.lock_run_dir(out)
     claim = json.loads(lock.read_text())
     assert claim["pid"] == os.getpid() and claim["host"] == socket.gethostname() and claim["argv"] == sys.argv
-    with pytest.raises(SystemExit) as e:
+    with pytest.raises(train_py.Busy) as e:  # a SystemExit: train.py exits with it; a sweep skips the run
         train_py.lock_run_dir(out)
     assert e.value.code == (f"error: {lock}: another run is using {out} (pid {os.getpid()} on {socket.gethostname()}, "
                             f"started {claim['started']}); wait for it to finish, pass another --out, or delete "

@@ -187,6 +187,10 @@ class Diverged(SystemExit):
     """A non-finite training loss: the run cannot go on (a sweep records it and moves on)."""
 
 
+class Busy(SystemExit):
+    """--out is held by another run that still runs (a sweep leaves that run to it and moves on)."""
+
+
 def adamw(net, lr, weight_decay):
     """AdamW with no weight decay on biases and LayerNorm (the 1-D parameters). fused: one
     kernel over all parameters, the same update as the default loop at a fraction of its
@@ -637,8 +641,8 @@ def lock_run_dir(out):
                 continue
             who = f"pid {held['pid']} on {held['host']}, started {held['started']}"
             if not _gone(held):
-                sys.exit(f"error: {path}: another run is using {out} ({who}); wait for it to finish, "
-                         f"pass another --out, or delete {path} if that run is truly gone")
+                raise Busy(f"error: {path}: another run is using {out} ({who}); wait for it to finish, "
+                           f"pass another --out, or delete {path} if that run is truly gone")
             print(f"{LOCK}: the run that held {out} ({who}) is gone; taking the folder over", flush=True)
             # read again just before removing it: a run taking over at the same moment may hold it now.
             # (Two takeovers within microseconds of each other could still both win; we accept that.)
