@@ -667,3 +667,33 @@ def test_rdrop_loss_by_hand():
     assert abs(train_py.rdrop_loss_sum(tok, ty, False, 1.0).item() - scored_only.item()) < 1e-6
     reg = torch.tensor([[1.0], [3.0]])
     assert abs(train_py.rdrop_loss_sum(reg, torch.tensor([2.0]), True, 0.5).item() - (1 + 0.5 * 4)) < 1e-6
+
+# -----------------------------------------------------------------------------
+# which examples a run sees: --limit samples, --limit-first takes the head
+
+def test_limit_samples_by_seed_and_limit_first_takes_the_first_rows(setup):
+    """train.load_data on a 240-row RTE: --limit 40 --dev-limit 8 give a seeded stratified sample (the same
+    rows for one seed, others for another, each label within one row of its share), and --limit-first gives rows 0-39 and
+    0-7 under any seed, as the earlier compare_small read them."""
+    from types import SimpleNamespace
+    import data
+    import train as train_py
+
+    def seen(seed, *flags):
+        args = train_py.parse_args(["--task", "rte", "--data-dir", str(setup / "glue_long"), "--limit", "40",
+                                    "--dev-limit", "8", "--seed", str(seed), *flags])
+        weights = model.resolve_weights(str(setup / "w0"))
+        j = SimpleNamespace(args=args, weights=weights, max_len=24, token_level=False, say=lambda *a, **k: None,
+                            net=model.from_pretrained(weights, 2))
+        train_py.load_data(j)
+        return [[ex.text_a for ex in j.splits[s].examples] for s in ("train", "dev")]
+
+    every = [[ex.text_a for ex in data.load_split("rte", s, setup / "glue_long")] for s in ("train", "dev")]
+    a, a_again, b = seen(0), seen(0), seen(1)
+    assert a == a_again and a[0] != b[0] and len(a[0]) == 40 and len(a[1]) == 8
+    assert a[0] != every[0][:40] and set(a[0]) <= set(every[0])
+    full = [ex.label for ex in data.load_split("rte", "train", setup / "glue_long")]
+    picked = [ex.label for ex in data.load_split("rte", "train", setup / "glue_long") if ex.text_a in set(a[0])]
+    assert all(abs(picked.count(v) - 40 * full.count(v) / 240) <= 1 for v in set(full))  # stratified
+    for seed in (0, 1):
+        assert seen(seed, "--limit-first") == [every[0][:40], every[1][:8]]
