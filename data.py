@@ -49,7 +49,8 @@ TASKS = {
     "sst2": Task("SST-2", "SST-2", "sentence", None, "label", BINARY, ("accuracy",)),
     "mnli": Task("MNLI", "MNLI", "sentence1", "sentence2", "gold_label",
                  ("contradiction", "entailment", "neutral"), ("accuracy",), dev_file="dev_matched.tsv",
-                 test_files=(("test", "test_matched.tsv"), ("test_mismatched", "test_mismatched.tsv"))),
+                 test_files=(("test", "test_matched.tsv"), ("test_mismatched", "test_mismatched.tsv"),
+                             ("diagnostic", "../diagnostic/diagnostic.tsv"))),  # GLUE's AX: scored by MNLI models
     "qnli": Task("QNLI", "QNLI", "question", "sentence", "label", NLI2, ("accuracy",)),
     "qqp": Task("QQP", "QQP", "question1", "question2", "is_duplicate", BINARY, ("accuracy", "f1")),
     "cola": Task("CoLA", "CoLA", "sentence", None, "label", BINARY, ("matthews", "accuracy"),
@@ -57,6 +58,8 @@ TASKS = {
     "stsb": Task("STS-B", "STS-B", "sentence1", "sentence2", "score", None, ("pearson", "spearman")),
     "mrpc": Task("MRPC", "MRPC", "#1 String", "#2 String", "Quality", BINARY, ("accuracy", "f1")),
     "rte": Task("RTE", "RTE", "sentence1", "sentence2", "label", NLI2, ("accuracy",)),
+    # not in the paper; here so that a GLUE submission can be complete (WNLI.tsv). Labels 1 entailment, 0 not.
+    "wnli": Task("WNLI", "WNLI", "sentence1", "sentence2", "label", BINARY, ("accuracy",)),
 }
 # CoNLL-2003 English NER, the one token-level task: IOB2 tags in Hugging Face's conll2003 order, so that a tag index
 # means the same here as there. It has no URL below: there is no stable download, the files are put there by hand.
@@ -77,7 +80,7 @@ TASKS["paws"] = Task("PAWS", "paws", "sentence1", "sentence2", "label", BINARY, 
 BASE_URL = "https://dl.fbaipublicfiles.com/glue/data/"
 URLS = {"sst2": BASE_URL + "SST-2.zip", "mnli": BASE_URL + "MNLI.zip", "qnli": BASE_URL + "QNLIv2.zip",
         "qqp": BASE_URL + "QQP-clean.zip", "cola": BASE_URL + "CoLA.zip", "stsb": BASE_URL + "STS-B.zip",
-        "mrpc": BASE_URL + "MRPC.zip", "rte": BASE_URL + "RTE.zip"}
+        "mrpc": BASE_URL + "MRPC.zip", "rte": BASE_URL + "RTE.zip", "wnli": BASE_URL + "WNLI.zip"}
 
 
 class Example(NamedTuple):
@@ -131,7 +134,7 @@ def split_paths(task, data_dir):
         return {"train": folder / "train.tsv", "dev": folder / "dev.tsv", "test": folder / "test.tsv"}
     folder = Path(data_dir) / task.folder
     return {"train": folder / "train.tsv", "dev": folder / task.dev_file,
-            **{split: folder / file for split, file in task.test_files}}  # GLUE's test files: see load_test
+            **{split: Path(os.path.normpath(folder / file)) for split, file in task.test_files}}  # see load_test
 
 
 # -----------------------------------------------------------------------------
@@ -291,8 +294,9 @@ def load_split(task_name, split, data_dir):
 
 
 def load_test(task_name, split, data_dir):
-    """(indices, examples) of a GLUE test set, 'test' (for MNLI test_matched) or MNLI's 'test_mismatched', each
-    example's label None: what write_glue_submission needs. The files come in GLUE's archives with train and dev."""
+    """(indices, examples) of a GLUE test set, 'test' (for MNLI test_matched), MNLI's 'test_mismatched', or
+    'diagnostic' (GLUE's AX set, data_dir/diagnostic/diagnostic.tsv, which MNLI models label), each example's
+    label None: what write_glue_submission needs. The test files come in GLUE's archives with train and dev."""
     task = get_task(task_name)
     if task.token_level or split not in dict(task.test_files):
         raise DataError(f"{task.name} has no unlabelled test split {split!r}"
@@ -308,8 +312,12 @@ def _split_file(task, split, data_dir):
     if paths[split].is_dir():
         raise DataError(f"{paths[split]}: is a folder, not the {task.name} {split} file")
     if not paths[split].is_file():
-        where = (f"put {paths[split].name} in {Path(data_dir) / task.folder}/ or in {Path(data_dir).parent / task.folder}/"
-                 if task.token_level else f"pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/")
+        if task.token_level:
+            where = f"put {paths[split].name} in {Path(data_dir) / task.folder}/ or in {Path(data_dir).parent / task.folder}/"
+        elif split == "diagnostic":
+            where = f"it is not in MNLI's archive: download {BASE_URL}AX.tsv to that path"
+        else:
+            where = f"pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/"
         raise DataError(f"{task.name} {split} file not found: {paths[split]} ({where})")
     return paths[split]
 
@@ -698,12 +706,13 @@ def compute_metrics(task_name, preds, labels):
 # -----------------------------------------------------------------------------
 # GLUE's test server: one file of predictions per test set
 
-# The file names GLUE's server expects in a submission zip, and the test split each is made from. A complete
-# submission also needs WNLI.tsv and AX.tsv (the diagnostic set), which the paper does not fine-tune on.
+# The file names GLUE's server expects in a submission zip, and the test split each is made from: with these
+# eleven a submission is complete. AX.tsv is GLUE's diagnostic set labelled by the MNLI model; WNLI is not in the paper.
 SUBMISSION_FILES = {
     "sst2": [("SST-2.tsv", "test")], "cola": [("CoLA.tsv", "test")], "stsb": [("STS-B.tsv", "test")],
     "mrpc": [("MRPC.tsv", "test")], "qqp": [("QQP.tsv", "test")], "qnli": [("QNLI.tsv", "test")],
-    "rte": [("RTE.tsv", "test")], "mnli": [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched")],
+    "rte": [("RTE.tsv", "test")], "wnli": [("WNLI.tsv", "test")],
+    "mnli": [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched"), ("AX.tsv", "diagnostic")],
 }
 
 

@@ -113,10 +113,11 @@ def test_reader_each_format(tmp_path, task_name):
 
 
 def test_task_table():
-    """Every GLUE task has a label set (or None for STS-B), a download URL, and num_labels = classes or 1;
-    CoNLL-2003, the one token task, has no URL (there is no stable download) and 9 IOB2 tags; PAWS, read only
-    to score MRPC-trained models out of distribution, has no URL either and MRPC's labels."""
-    assert set(data.TASKS) - {"conll2003", "paws"} == {"sst2", "mnli", "qnli", "qqp", "cola", "stsb", "mrpc", "rte"} == set(data.URLS)
+    """Every GLUE task (WNLI too, which the paper leaves out) has a label set (or None for STS-B), a download URL,
+    and num_labels = classes or 1; CoNLL-2003, the one token task, has no URL (there is no stable download) and
+    9 IOB2 tags; PAWS, read only to score MRPC-trained models out of distribution, has no URL either and MRPC's labels."""
+    assert set(data.TASKS) - {"conll2003", "paws"} == {"sst2", "mnli", "qnli", "qqp", "cola", "stsb", "mrpc", "rte",
+                                                        "wnli"} == set(data.URLS)
     assert data.TASKS["paws"].labels == data.TASKS["mrpc"].labels and data.TASKS["paws"].metrics == ("accuracy", "f1")
     assert [t for t in data.TASKS if data.TASKS[t].token_level] == ["conll2003"]
     assert [data.num_labels(t) for t in ("mnli", "rte", "stsb", "conll2003", "CoNLL-2003")] == [3, 2, 1, 9, 9]
@@ -304,8 +305,8 @@ def test_missing_file_unknown_task_unknown_split(tmp_path):
     with pytest.raises(DataError) as e:
         data.load_split("mnli", "dev", tmp_path)
     assert str(tmp_path / "MNLI" / "dev_matched.tsv") in str(e.value)
-    with pytest.raises(DataError, match="unknown task 'wnli'; known tasks: sst2, mnli, .*rte"):
-        data.load_split("wnli", "train", tmp_path)
+    with pytest.raises(DataError, match="unknown task 'ax'; known tasks: sst2, mnli, .*wnli"):
+        data.load_split("ax", "train", tmp_path)
     with pytest.raises(DataError, match="unknown split 'validation'"):
         data.load_split("rte", "validation", tmp_path)
     with pytest.raises(DataError, match="the RTE test split has no labels: read it with data.load_test"):
@@ -432,9 +433,16 @@ def test_real_submission_file(task_name, tmp_path):
 
 
 def test_submission_files_table():
-    """One file per GLUE task the paper fine-tunes on, named as GLUE's server expects; MNLI's two test sets."""
+    """The eleven files of a complete GLUE submission, named as GLUE's server expects: one per task with a
+    download, MNLI's two test sets and the diagnostic set AX (labelled by the MNLI model, read from
+    DATA/diagnostic/diagnostic.tsv as GLUE's download script puts it), and WNLI's."""
     assert set(data.SUBMISSION_FILES) == set(data.URLS)
-    assert data.SUBMISSION_FILES["mnli"] == [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched")]
+    assert sorted(name for files in data.SUBMISSION_FILES.values() for name, _ in files) == sorted(
+        ["AX.tsv", "CoLA.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "MRPC.tsv", "QNLI.tsv", "QQP.tsv", "RTE.tsv", "SST-2.tsv",
+         "STS-B.tsv", "WNLI.tsv"])
+    assert data.SUBMISSION_FILES["mnli"] == [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched"),
+                                             ("AX.tsv", "diagnostic")]
+    assert data.split_paths(data.get_task("mnli"), "glue")["diagnostic"] == Path("glue/diagnostic/diagnostic.tsv")
     for task_name, files in data.SUBMISSION_FILES.items():
         paths = data.split_paths(data.get_task(task_name), "glue")
         assert all(split in paths for _, split in files)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 import model
 
@@ -619,6 +619,52 @@ def test_glue_predict_writes_the_submission_file(setup, tmp_path):
     assert lines[0] == "index\tprediction" and len(lines) == 8
     assert [l.split("\t")[0] for l in lines[1:]] == [str(i) for i in range(7)]
     assert {l.split("\t")[1] for l in lines[1:]} <= {"entailment", "not_entailment"}
+
+
+def test_predict_completes_a_glue_submission(setup, tmp_path):
+    """The GLUE files beyond the paper's eight tasks: --predict on MNLI also labels GLUE's diagnostic set
+    (DATA/diagnostic/diagnostic.tsv) as AX.tsv, beside MNLI-m.tsv and MNLI-mm.tsv, each with its own indices
+    and MNLI's label strings; without that file the run is refused before training, naming the path and
+    where to get it. --task wnli trains and writes WNLI.tsv ('0'/'1')."""
+    rng = random.Random(3)
+    sent = lambda: " ".join(rng.choices(WORDS, k=rng.randint(3, 9)))
+    def tsv(path, header, n, start=0, label=None):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [header] + [f"{start + i}\t{sent()}\t{sent()}" + (f"\t{rng.choice(label)}" if label else "")
+                           for i in range(n)]
+        path.write_text("\n".join(rows) + "\n")
+    glue, nli = tmp_path / "glue", ("contradiction", "entailment", "neutral")
+    for split, n in (("train", 24), ("dev_matched", 8)):
+        tsv(glue / "MNLI" / f"{split}.tsv", "index\tsentence1\tsentence2\tgold_label", n, label=nli)
+    tsv(glue / "MNLI" / "test_matched.tsv", "index\tsentence1\tsentence2", 5)
+    tsv(glue / "MNLI" / "test_mismatched.tsv", "index\tsentence1\tsentence2", 4, start=100)
+    for split, n in (("train", 24), ("dev", 8)):
+        tsv(glue / "WNLI" / f"{split}.tsv", "index\tsentence1\tsentence2\tlabel", n, label="01")
+    tsv(glue / "WNLI" / "test.tsv", "index\tsentence1\tsentence2", 6)
+    bare = tmp_path / "bare"  # w0 without its 2-label classifier: MNLI has 3 labels
+    shutil.copytree(setup / "w0", bare)
+    weights = load_file(str(bare / "model.safetensors"))
+    save_file({k: v for k, v in weights.items() if not k.startswith("classifier.")}, str(bare / "model.safetensors"))
+
+    def run(task, out):
+        return subprocess.run([sys.executable, str(HERE / "train.py"), "--task", task, "--weights", str(bare),
+                               "--data-dir", str(glue), "--out", str(tmp_path / out), "--max-len", "24",
+                               "--epochs", "1", "--threads", "1", "--predict"], capture_output=True, text=True,
+                              timeout=300)
+    r = run("mnli", "refused")
+    ax = glue / "diagnostic" / "diagnostic.tsv"
+    assert r.returncode != 0 and "Traceback" not in r.stderr and str(ax) in r.stderr and "AX.tsv" in r.stderr, r.stderr
+    assert not (tmp_path / "refused" / "metrics.json").exists()
+    tsv(ax, "index\tsentence1\tsentence2", 7, start=0)
+    for task, out, files in (("mnli", "mnli", {"MNLI-m.tsv": range(5), "MNLI-mm.tsv": range(100, 104),
+                                               "AX.tsv": range(7)}),
+                             ("wnli", "wnli", {"WNLI.tsv": range(6)})):
+        r = run(task, out)
+        assert r.returncode == 0, r.stderr[-2000:]
+        for name, indices in files.items():
+            lines = (tmp_path / out / name).read_text().splitlines()
+            assert lines[0] == "index\tprediction" and [int(l.split("\t")[0]) for l in lines[1:]] == list(indices)
+            assert {l.split("\t")[1] for l in lines[1:]} <= (set(nli) if task == "mnli" else {"0", "1"})
 
 
 def test_ood_paws_and_rdrop_run(setup, tmp_path):
