@@ -677,10 +677,14 @@ def t_quantile(prob, df):
     return (lo + hi) / 2
 
 
+MAX_SEEDS = 100_000  # seeds_needed above this is reported as math.inf: "more than MAX_SEEDS"
+
+
 def paired_summary(d):
     """Differences method minus fine-tuning, one per seed: mean, sd, the 95% t interval of the mean,
     wins/ties/losses, and where the interval includes 0, the seeds a paired t-test would need to find the
-    observed mean at this sd with 80% power: the smallest n with n >= ((t_.975,n-1 + t_.8,n-1) sd / mean)^2."""
+    observed mean at this sd with 80% power: the smallest n with n >= ((t_.975,n-1 + t_.8,n-1) sd / mean)^2,
+    or math.inf where that is above MAX_SEEDS (a mean of 0, or of rounding: scores stored to 5 decimals)."""
     d = np.asarray(d, dtype=float)
     n = len(d)
     mean, sd = mean_std(d)
@@ -692,8 +696,10 @@ def paired_summary(d):
         if mean != 0:
             # the normal quantiles 1.960 + 0.842 are below the t ones: no n under their answer can do
             needed = max(2, int((2.8016 * sd / mean) ** 2))
-            while needed < ((t_quantile(0.975, needed - 1) + t_quantile(0.8, needed - 1)) * sd / mean) ** 2:
+            while needed <= MAX_SEEDS and \
+                    needed < ((t_quantile(0.975, needed - 1) + t_quantile(0.8, needed - 1)) * sd / mean) ** 2:
                 needed += 1
+            needed = needed if needed <= MAX_SEEDS else math.inf
     return {"n": n, "mean": mean, "sd": sd, "ci_low": lo, "ci_high": hi, "wins": int((d > 0).sum()),
             "ties": int((d == 0).sum()), "losses": int((d < 0).sum()), "seeds_needed": needed}
 
@@ -914,7 +920,7 @@ def resolve(r):
     if needed is None:
         return "CI excludes 0"
     if needed == math.inf:
-        return "never (mean 0)"
+        return "never (mean 0)" if r["diff_mean"] == 0 else f"more than {MAX_SEEDS}"
     return str(needed)
 
 

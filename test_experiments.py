@@ -94,6 +94,13 @@ def test_paired_summary_on_hand_made_numbers():
     # the normal approximation (1.96 + 0.84)^2 (sd/mean)^2 is a little lower, as the t quantiles are wider
     assert 0 <= n - 7.85 * (sd / mean) ** 2 <= 3
     assert experiments.paired_summary([0.0, 0.0, 1.0, -1.0])["seeds_needed"] == math.inf  # mean 0: never
+    # a mean that is rounding, not 0 (MRPC's R-Drop: 8 differences that sum to 0 examples, 2.5e-6 from the
+    # scores' 5 decimals; here 0.1 + 0.2 - 0.3 = 5.6e-17) once sent the count search up by ones from 1e8 or
+    # more, and compare's tables hung: past MAX_SEEDS it is math.inf; a 1600-seed case below it is counted
+    noise = [0.1, 0.2, -0.3]
+    assert np.mean(noise) != 0 and experiments.paired_summary(noise)["seeds_needed"] == math.inf
+    n = experiments.paired_summary([0.5 + 0.04, -0.5 + 0.04, 0.5 + 0.04, -0.5 + 0.04])["seeds_needed"]
+    assert 7.85 * (0.577 / 0.04) ** 2 <= n <= experiments.MAX_SEEDS
 
 # -----------------------------------------------------------------------------
 # sharding and resuming
