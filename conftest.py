@@ -6,7 +6,8 @@ answers to the exercises (see exercises/make.py and README.md, section Exercises
     python -m pytest test_model.py --impl exercises/model.py
 
 FILE is imported as the module of its file name (addrop, model) before any test file is, so a
-test's `import addrop` gets FILE. A test that reaches an exercise not written yet fails with
+test's `import addrop` gets FILE, and so does checkpoint.py's `import model`: from_pretrained
+builds the student's Model. A test that reaches an exercise not written yet fails with
 that exercise's message alone: the traceback through the test would say nothing more.
 """
 

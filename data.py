@@ -1,10 +1,17 @@
-"""GLUE data for fine-tuning: read the original TSV files, tokenise, batch, and score.
+"""Data for fine-tuning: the tasks, their files, samples of them, and the batches a model reads.
 
-The eight GLUE tasks the AD-DROP paper fine-tunes on (Table 1): SST-2, MNLI, QNLI, QQP, CoLA, STS-B, MRPC, RTE.
+  GLUE        the eight tasks the AD-DROP paper fine-tunes on (Table 1): SST-2, MNLI, QNLI, QQP, CoLA, STS-B,
+              MRPC, RTE, and WNLI for a complete test-server submission; read from GLUE's TSV files, which
+              ensure_task downloads when they are missing
+  CoNLL-2003  English NER, the token task (Appendix A): one tag per word; its files are put in place by hand
+  PAWS        paraphrase pairs, the out-of-distribution test of MRPC models; put in place by hand too
+  sampling    k-shot sets, stratified subsamples and hold-out splits, each seeded
+  tokenising  the model's own tokenizer.json, then padded (B, T) batches
+
 Each reader follows the file exactly as GLUE's download script wrote it: split on '\t' with no CSV quote handling
 (MNLI and QNLI text holds stray quote characters), a header looked up by column name where there is one, and a
-DataError naming the file and line for any row that does not fit. Metrics follow the paper: Matthews correlation
-for CoLA, Pearson for STS-B, accuracy for the rest; they are written out in numpy so there is nothing to install.
+DataError naming the file and line for any row that does not fit. The scores and the prediction files are in
+metrics.py.
 """
 import json
 import math
@@ -20,7 +27,6 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-import model as modeling  # atomic_write, for the submission files
 from addrop import IGNORE  # -100, the label of a sub-token no loss, metric or attribution scores
 
 
@@ -36,7 +42,7 @@ class Task:
     text_b: str | None             # column of the second sentence; None for single-sentence tasks
     label_col: str                 # column of the gold label
     labels: tuple[str, ...] | None  # label strings; a label is stored as its index here. None: regression
-    metrics: tuple[str, ...]       # what compute_metrics reports; the first is the paper's metric
+    metrics: tuple[str, ...]       # what metrics.compute_metrics reports; the first is the paper's metric
     columns: tuple[str, ...] | None = None  # None: the first line is a header. Else the file has none: these
     dev_file: str = "dev.tsv"
     token_level: bool = False      # one label per word (NER) rather than one per example
@@ -69,7 +75,7 @@ TASKS["conll2003"] = Task("CoNLL-2003", "conll2003", text_a="word", text_b=None,
 # PAWS-Wiki Labeled (Final), paraphrase pairs built by word swapping (Zhang et al., 2019): the out-of-distribution
 # test of MRPC-trained models (train.py --ood paws). Its labelled dev.tsv and test.tsv (8000 pairs each, CRLF line
 # ends, header id sentence1 sentence2 label) sit in data_dir/paws/ or beside the GLUE folder, like CoNLL-2003;
-# there is no train.tsv there and no URL: see ../shared/paws/SOURCES.md. Labels as MRPC's: 1 paraphrase, 0 not.
+# there is no train.tsv there and no URL: the files are put there by hand. Labels as MRPC's: 1 paraphrase, 0 not.
 TASKS["paws"] = Task("PAWS", "paws", "sentence1", "sentence2", "label", BINARY, ("accuracy", "f1"), test_files=())
 
 # Where ensure_task downloads each task from: the per-task archives of GLUE's download_glue_data.py.
@@ -81,6 +87,15 @@ BASE_URL = "https://dl.fbaipublicfiles.com/glue/data/"
 URLS = {"sst2": BASE_URL + "SST-2.zip", "mnli": BASE_URL + "MNLI.zip", "qnli": BASE_URL + "QNLIv2.zip",
         "qqp": BASE_URL + "QQP-clean.zip", "cola": BASE_URL + "CoLA.zip", "stsb": BASE_URL + "STS-B.zip",
         "mrpc": BASE_URL + "MRPC.zip", "rte": BASE_URL + "RTE.zip", "wnli": BASE_URL + "WNLI.zip"}
+
+# The file names GLUE's server expects in a submission zip, and the test split each is made from: with these
+# eleven a submission is complete. AX.tsv is GLUE's diagnostic set labelled by the MNLI model; WNLI is not in the paper.
+SUBMISSION_FILES = {
+    "sst2": [("SST-2.tsv", "test")], "cola": [("CoLA.tsv", "test")], "stsb": [("STS-B.tsv", "test")],
+    "mrpc": [("MRPC.tsv", "test")], "qqp": [("QQP.tsv", "test")], "qnli": [("QNLI.tsv", "test")],
+    "rte": [("RTE.tsv", "test")], "wnli": [("WNLI.tsv", "test")],
+    "mnli": [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched"), ("AX.tsv", "diagnostic")],
+}
 
 
 class Example(NamedTuple):
@@ -120,7 +135,7 @@ def resolve_data_dir(arg=None):
 
 def token_task_folder(task, data_dir):
     """Where a token task's files are: data_dir/conll2003/ if that exists, else conll2003/ beside data_dir, so that
-    --data-dir ../shared/glue (the GLUE folder, which the other tasks need) finds ../shared/conll2003 next to it."""
+    --data-dir DATA/glue (the GLUE folder, which the other tasks need) finds DATA/conll2003 next to it."""
     inside = Path(data_dir) / task.folder
     return inside if inside.exists() else Path(data_dir).parent / task.folder
 
@@ -288,7 +303,7 @@ def load_split(task_name, split, data_dir):
     task = get_task(task_name)
     if not task.token_level and split in dict(task.test_files):
         raise DataError(f"the {task.name} {split} split has no labels: read it with data.load_test, which returns "
-                        "(indices, examples) for write_glue_submission")
+                        "(indices, examples) for metrics.write_glue_submission")
     path = _split_file(task, split, data_dir)
     return read_conll(path) if task.token_level else read_tsv(path, task)
 
@@ -296,7 +311,8 @@ def load_split(task_name, split, data_dir):
 def load_test(task_name, split, data_dir):
     """(indices, examples) of a GLUE test set, 'test' (for MNLI test_matched), MNLI's 'test_mismatched', or
     'diagnostic' (GLUE's AX set, data_dir/diagnostic/diagnostic.tsv, which MNLI models label), each example's
-    label None: what write_glue_submission needs. The test files come in GLUE's archives with train and dev."""
+    label None: what metrics.write_glue_submission needs. The test files come in GLUE's archives with train
+    and dev."""
     task = get_task(task_name)
     if task.token_level or split not in dict(task.test_files):
         raise DataError(f"{task.name} has no unlabelled test split {split!r}"
@@ -528,7 +544,8 @@ def encode(tok, examples):
         for w in enc.word_ids:  # None for [CLS] and [SEP], else the index of the word this piece belongs to
             row.append(IGNORE if w is None or w == prev else e.label[w])
             prev = w
-        # only a tail of words may go unlabelled (cut), or word_predictions would give words the wrong predictions
+        # only a tail of words may go unlabelled (cut), or metrics.word_predictions would give words the wrong
+        # predictions
         labelled = [w for w, y in zip(enc.word_ids, row) if y != IGNORE]
         if labelled != list(range(len(labelled))):
             w = next(i for i, v in enumerate(labelled) if v != i)
@@ -603,161 +620,3 @@ def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0,
             batch["labels"] = labels[idx]
         batch["index"] = torch.tensor(idx, dtype=torch.long)
         yield batch
-
-
-# -----------------------------------------------------------------------------
-# metrics: preds are class indices (after argmax) or, for STS-B, predicted scores
-
-def accuracy(preds, labels):
-    return float(np.mean(np.asarray(preds) == np.asarray(labels)))
-
-
-def _confusion(preds, labels):
-    p, y = np.asarray(preds) == 1, np.asarray(labels) == 1
-    return np.sum(p & y), np.sum(p & ~y), np.sum(~p & y), np.sum(~p & ~y)  # tp, fp, fn, tn
-
-
-def f1(preds, labels):
-    """Binary F1 of the positive class 1: 2tp / (2tp + fp + fn)."""
-    tp, fp, fn, _ = _confusion(preds, labels)
-    return float(2 * tp / (2 * tp + fp + fn)) if tp else 0.0
-
-
-def matthews(preds, labels):
-    """Binary Matthews correlation; 0 when a row or column of the confusion matrix is empty (sklearn does so)."""
-    tp, fp, fn, tn = (float(v) for v in _confusion(preds, labels))
-    denom = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return float((tp * tn - fp * fn) / denom) if denom else 0.0
-
-
-def pearson(x, y):
-    """Pearson correlation; 0 (not nan) for a constant series, so an early constant model still logs a number."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    x, y = x - x.mean(), y - y.mean()
-    denom = np.sqrt((x * x).sum() * (y * y).sum())
-    return float((x * y).sum() / denom) if denom else 0.0
-
-
-def _ranks(x):
-    """1-based ranks; tied values share the mean of the ranks they span."""
-    _, inverse, counts = np.unique(np.asarray(x, dtype=np.float64), return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)  # a group of tied values spans ranks ends - counts + 1 ... ends
-    return ((ends - counts + 1 + ends) / 2)[inverse]
-
-
-def spearman(x, y):
-    return pearson(_ranks(x), _ranks(y))
-
-
-def _tag_names(tags):
-    return [t if isinstance(t, str) else CONLL_TAGS[int(t)] for t in tags]  # int(): numpy and torch integers too
-
-
-def conll_chunks(tags):
-    """The entity chunks of one sentence's IOB2 tags (strings, or indices into CONLL_TAGS) as a set of
-    (type, start, end), end exclusive like a slice, by conlleval's rules: a chunk starts at B-X, or at an I-X that
-    follows O, a tag of another type, or nothing (sentence start); it runs on while the next tag is I-X of the same
-    type, so a B-X right after an I-X starts a new chunk."""
-    tags = _tag_names(tags)
-    chunks, kind, start = set(), None, 0  # kind: the type of the chunk that is open, None when none is
-    for i, tag in enumerate(tags + ["O"]):  # the O closes a chunk still open at the end
-        prefix, _, typ = tag.partition("-")
-        if kind is not None and not (prefix == "I" and typ == kind):
-            chunks.add((kind, start, i))
-            kind = None
-        if prefix == "B" or (prefix == "I" and kind is None):
-            kind, start = typ, i
-    return chunks
-
-
-def entity_scores(preds, labels):
-    """Micro precision, recall and F1 over entity chunks (right only when type, start and end all agree), as
-    conlleval and seqeval compute them, and accuracy over all words. preds and labels hold one tag sequence
-    per sentence. With no predicted chunk, precision is 0 (conlleval prints 0.00 there too), not a NaN."""
-    tp = n_pred = n_gold = right = words = 0
-    for p, y in zip(preds, labels, strict=True):
-        p, y = _tag_names(p), _tag_names(y)
-        if len(p) != len(y):
-            raise ValueError(f"a sentence has {len(y)} gold tags but {len(p)} predicted ones")
-        P, Y = conll_chunks(p), conll_chunks(y)
-        tp, n_pred, n_gold = tp + len(P & Y), n_pred + len(P), n_gold + len(Y)
-        right += sum(a == b for a, b in zip(p, y))
-        words += len(y)
-    return {"precision": tp / n_pred if n_pred else 0.0, "recall": tp / n_gold if n_gold else 0.0,
-            "f1": 2 * tp / (n_pred + n_gold) if tp else 0.0,  # = 2PR / (P + R)
-            "accuracy": right / words if words else 0.0}
-
-
-METRICS = {"accuracy": accuracy, "f1": f1, "matthews": matthews, "pearson": pearson, "spearman": spearman}
-
-
-def compute_metrics(task_name, preds, labels):
-    """The task's metrics by name, and the paper's one again under 'metric'. For a token task (CoNLL-2003) preds
-    and labels are per-word tag sequences, one per sentence, and the metrics are entity_scores'."""
-    task = get_task(task_name)
-    if task.token_level:
-        out = entity_scores(preds, labels)
-    else:
-        out = {m: METRICS[m](preds, labels) for m in task.metrics}
-    out["metric"] = out[task.metrics[0]]
-    return out
-
-
-# -----------------------------------------------------------------------------
-# GLUE's test server: one file of predictions per test set
-
-# The file names GLUE's server expects in a submission zip, and the test split each is made from: with these
-# eleven a submission is complete. AX.tsv is GLUE's diagnostic set labelled by the MNLI model; WNLI is not in the paper.
-SUBMISSION_FILES = {
-    "sst2": [("SST-2.tsv", "test")], "cola": [("CoLA.tsv", "test")], "stsb": [("STS-B.tsv", "test")],
-    "mrpc": [("MRPC.tsv", "test")], "qqp": [("QQP.tsv", "test")], "qnli": [("QNLI.tsv", "test")],
-    "rte": [("RTE.tsv", "test")], "wnli": [("WNLI.tsv", "test")],
-    "mnli": [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched"), ("AX.tsv", "diagnostic")],
-}
-
-
-def write_glue_submission(path, task_name, indices, preds):
-    """One test set's predictions in GLUE's submission format: the header 'index<TAB>prediction', then a row per
-    test example with its index from the test file (load_test). preds are what compute_metrics takes: a class
-    index is written as the task's label string (GLUE expects 'entailment', not 0), an STS-B score clipped to
-    [0, 5] with 3 decimals. Written through atomic_write: a full disk leaves the previous file whole."""
-    task = get_task(task_name)
-    preds = np.asarray(preds)
-    if preds.ndim != 1 or len(preds) != len(indices):
-        raise DataError(f"{path}: {len(indices)} test examples, but predictions of shape {preds.shape}")
-    if task.labels is None:
-        if not np.isfinite(preds).all():
-            raise DataError(f"{path}: predicted score {preds[~np.isfinite(preds)][0]} is not a finite number")
-        cells = [f"{s:.3f}" for s in np.clip(preds.astype(np.float64), *SCORE_RANGE) + 0.0]  # + 0.0: no "-0.000"
-    else:
-        if len(preds) and not (np.issubdtype(preds.dtype, np.integer) and 0 <= preds.min() and
-                               preds.max() < len(task.labels)):
-            raise DataError(f"{path}: predictions must be class indices 0 to {len(task.labels) - 1} "
-                            f"(of {task.labels}), got {preds.dtype} values {preds.min()} to {preds.max()}")
-        cells = [task.labels[c] for c in preds]
-    text = "index\tprediction\n" + "".join(f"{i}\t{c}\n" for i, c in zip(indices, cells))
-    modeling.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-
-# -----------------------------------------------------------------------------
-# token tasks: from sub-token predictions back to words, and conlleval's input file
-
-def word_predictions(token_preds, labels, examples):
-    """Per-sub-token predicted tag indices (one row per example, padded or not, aligned with labels from encode)
-    -> per-word tag sequences. A word's prediction is the one at its first sub-token, where encode put its label;
-    the words truncation cut have no sub-token left and are predicted O (index 0), so they count against recall."""
-    out = []
-    for p, y, e in zip(token_preds, labels, examples, strict=True):
-        first = [int(t) for t, lab in zip(p, y) if lab != IGNORE]  # zip stops at the shorter: padding drops out
-        out.append(first + [0] * (len(e.text_a) - len(first)))
-    return out
-
-
-def write_conll_predictions(path, examples, preds):
-    """`word gold predicted` per line, tag names, a blank line after each sentence: the file conlleval reads
-    (it takes the last two columns as gold and predicted). Written through atomic_write: a full disk leaves the
-    previous file whole."""
-    lines = []
-    for e, p in zip(examples, preds, strict=True):
-        lines += [f"{w} {CONLL_TAGS[y]} {CONLL_TAGS[int(t)]}\n" for w, y, t in zip(e.text_a, e.label, p, strict=True)]
-        lines.append("\n")
-    modeling.atomic_write(path, lambda tmp: tmp.write_text("".join(lines), encoding="utf-8", newline="\n"))

@@ -1,5 +1,5 @@
 """
-Every bad input a user can hand train.py or bench.py is refused by name: one line that names the
+Every bad input a user can hand train.py or studies/bench.py is refused by name: one line that names the
 file (and line) or the flag and says what is wrong, a non-zero exit, no Python traceback, and no
 training step. Each case runs the real script in a subprocess, as a user meets it; test_model.py
 and test_data.py check these errors and more of their kind in-process, message by message, and
@@ -26,6 +26,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+import checkpoint
 import model
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +49,7 @@ def write_good(root):
     torch.manual_seed(0)
     cfg = model.Config(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                        intermediate_size=8, max_position_embeddings=32)
-    model.save_pretrained(model.Model(cfg, num_labels=2), root / "w")
+    checkpoint.save_pretrained(model.Model(cfg, num_labels=2), root / "w")
     tok.save(str(root / "w" / "tokenizer.json"))
     (root / "glue" / "RTE").mkdir(parents=True)
     rows = ["index\tsentence1\tsentence2\tlabel"] + [
@@ -61,7 +62,7 @@ def write_good(root):
 # the cases: each makes its bad input in its own folder d and gives the flags that point at it
 
 class Case(NamedTuple):
-    script: str                         # train.py or bench.py
+    script: str                         # train.py or studies/bench.py
     make: Callable[[Path, Path], list]  # (d, root of the good inputs) -> extra flags; may write under d
     expect: tuple                       # pieces of the error line; "{d}" stands for the case's folder
     env: dict = {}                      # extra environment; "{d}" as above
@@ -206,10 +207,11 @@ CASES = {
                                ("--out {d}/out.txt/run1: {d}/out.txt is a file",)),
     "--device unknown": Case("train.py", flags("--device", "gpu0"), ("--device 'gpu0'",)),
     "--device cuda without CUDA": Case("train.py", flags("--device", "cuda"), ("--device cuda",)),
-    # bench.py
-    "bench --config unknown": Case("bench.py", flags("--config", "large"), ("--config", "'large'")),
-    "bench --seq-len above the position table": Case("bench.py", flags("--seq-len", "513"),
-                                                     ("--seq-len 513: the position table of --config base holds at most 512",)),
+    # studies/bench.py
+    "bench --config unknown": Case("studies/bench.py", flags("--config", "large"), ("--config", "'large'")),
+    "bench --seq-len above the position table": Case(
+        "studies/bench.py", flags("--seq-len", "513"),
+        ("--seq-len 513: the position table of --config base holds at most 512",)),
 }
 
 # -----------------------------------------------------------------------------
@@ -258,7 +260,7 @@ def test_refused_by_name(results, name):
     if line.startswith("error: "):
         assert len(lines) == 1, lines  # our own one-liner: nothing else on stderr
     else:  # argparse: its usage, then one "<script>: error: ..." line
-        assert line.startswith(f"{case.script}: error: ") and sum("error:" in l for l in lines) == 1, lines
+        assert line.startswith(f"{Path(case.script).name}: error: ") and sum("error:" in l for l in lines) == 1, lines
     for piece in case.expect:
         assert piece.format(d=d) in line, f"{piece.format(d=d)!r} not in {line!r}"
     assert "step 1/" not in r.stdout and "epoch 1" not in r.stdout
@@ -278,9 +280,10 @@ def test_refused_by_name(results, name):
     (["--data-dir", "{tmp}/glue.zip"], "--data-dir {tmp}/glue.zip: is a file, not a folder"),
     (["--batch-size", "two"], "argument --batch-size: invalid int value: 'two'"),
 ])
-def test_bench_flags_refused_in_parse_args(tmp_path, capsys, argv, message):
+def test_bench_flags_refused_in_parse_args(tmp_path, capsys, monkeypatch, argv, message):
     """bench.py refuses each bad flag in parse_args, before any model is built: argparse's usage and one
     'error:' line naming the flag (the subprocess cases above show the same through the real script)."""
+    monkeypatch.syspath_prepend(str(HERE / "studies"))
     import bench
     (tmp_path / "glue.zip").write_text("")
     with pytest.raises(SystemExit) as e:

@@ -1,5 +1,6 @@
-"""Tests for data.py: metrics against hand arithmetic, the readers against tiny files of each GLUE format and the
-real files in ../shared/glue, every DataError, download from a local zip, tokenisation, batching and k-shot."""
+"""Tests for data.py and metrics.py: metrics against hand arithmetic, the readers against tiny files of each GLUE
+format and the real files in $GLUE_DIR (skipped where they are not), every DataError, download from a local zip,
+tokenisation, batching and k-shot, the prediction files."""
 import importlib.util
 import math
 import re
@@ -11,14 +12,15 @@ import pytest
 import torch
 
 import data
+import metrics
 from data import DataError, Example
 
-REAL_GLUE = Path(__file__).resolve().parent.parent / "shared" / "glue"
+REAL_GLUE = data.resolve_data_dir()  # $GLUE_DIR, else data/glue in this project
 REAL_CONLL = REAL_GLUE.parent / "conll2003"  # split_paths finds it beside the GLUE folder
 
 
 # -----------------------------------------------------------------------------
-# metrics
+# metrics (metrics.py)
 
 # preds  1 1 0 0 1 0 1 1
 # labels 1 0 0 1 1 0 1 0  ->  tp = 3 (0,4,6), fp = 2 (1,7), fn = 1 (3), tn = 2 (2,5)
@@ -27,44 +29,44 @@ PREDS, LABELS = [1, 1, 0, 0, 1, 0, 1, 1], [1, 0, 0, 1, 1, 0, 1, 0]
 
 def test_accuracy_and_f1_by_hand():
     """accuracy = (tp + tn) / n = 5/8; F1 = 2tp / (2tp + fp + fn) = 6/9 for the matrix worked out above."""
-    assert data.accuracy(PREDS, LABELS) == pytest.approx(5 / 8, abs=1e-12)
-    assert data.f1(PREDS, LABELS) == pytest.approx(6 / 9, abs=1e-12)
-    assert data.f1([0, 0], [1, 0]) == 0.0  # no true positive: F1 is 0, not a division by zero
+    assert metrics.accuracy(PREDS, LABELS) == pytest.approx(5 / 8, abs=1e-12)
+    assert metrics.f1(PREDS, LABELS) == pytest.approx(6 / 9, abs=1e-12)
+    assert metrics.f1([0, 0], [1, 0]) == 0.0  # no true positive: F1 is 0, not a division by zero
 
 
 def test_matthews_by_hand():
     """MCC = (tp*tn - fp*fn) / sqrt((tp+fp)(tp+fn)(tn+fp)(tn+fn)) = (6 - 2) / sqrt(5*4*4*3) = 4/sqrt(240)."""
-    assert data.matthews(PREDS, LABELS) == pytest.approx(4 / math.sqrt(240), abs=1e-12)
-    assert data.matthews(LABELS, LABELS) == pytest.approx(1.0, abs=1e-12)  # perfect agreement
-    assert data.matthews([1 - y for y in LABELS], LABELS) == pytest.approx(-1.0, abs=1e-12)  # perfect inversion
-    assert data.matthews([1] * 8, LABELS) == 0.0  # a constant predictor leaves a column empty: defined as 0
+    assert metrics.matthews(PREDS, LABELS) == pytest.approx(4 / math.sqrt(240), abs=1e-12)
+    assert metrics.matthews(LABELS, LABELS) == pytest.approx(1.0, abs=1e-12)  # perfect agreement
+    assert metrics.matthews([1 - y for y in LABELS], LABELS) == pytest.approx(-1.0, abs=1e-12)  # perfect inversion
+    assert metrics.matthews([1] * 8, LABELS) == 0.0  # a constant predictor leaves a column empty: defined as 0
 
 
 def test_pearson_by_hand():
     """x = 1,2,3, y = 1,2,4: deviations (-1,0,1), (-4/3,-1/3,5/3); r = 3 / sqrt(2 * 14/3)."""
-    assert data.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(28 / 3), abs=1e-12)
-    assert data.pearson(np.array([1.0, 2.0, 3.0]), np.array([-2.0, -4.0, -6.0])) == pytest.approx(-1.0, abs=1e-12)
-    assert data.pearson([1, 1, 1], [1, 2, 3]) == 0.0  # constant series: undefined, reported as 0
+    assert metrics.pearson([1, 2, 3], [1, 2, 4]) == pytest.approx(3 / math.sqrt(28 / 3), abs=1e-12)
+    assert metrics.pearson(np.array([1.0, 2.0, 3.0]), np.array([-2.0, -4.0, -6.0])) == pytest.approx(-1.0, abs=1e-12)
+    assert metrics.pearson([1, 1, 1], [1, 2, 3]) == 0.0  # constant series: undefined, reported as 0
 
 
 def test_spearman_with_ties_by_hand():
     """x = 10,20,20,30 ranks to 1,2.5,2.5,4 (ties share the mean rank); against 1,2,3,4 the Pearson of the
     ranks is 4.5 / sqrt(4.5 * 5) = 3/sqrt(10)."""
-    assert data._ranks([10, 20, 20, 30]).tolist() == [1, 2.5, 2.5, 4]
-    assert data._ranks([3, 1, 2]).tolist() == [3, 1, 2]
-    assert data.spearman([10, 20, 20, 30], [1, 2, 3, 4]) == pytest.approx(3 / math.sqrt(10), abs=1e-12)
-    assert data.spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0, abs=1e-12)  # monotone, not linear
+    assert metrics._ranks([10, 20, 20, 30]).tolist() == [1, 2.5, 2.5, 4]
+    assert metrics._ranks([3, 1, 2]).tolist() == [3, 1, 2]
+    assert metrics.spearman([10, 20, 20, 30], [1, 2, 3, 4]) == pytest.approx(3 / math.sqrt(10), abs=1e-12)
+    assert metrics.spearman([1, 2, 3, 4], [1, 4, 9, 16]) == pytest.approx(1.0, abs=1e-12)  # monotone, not linear
 
 
 def test_compute_metrics_main_metric_per_paper():
     """The paper reports MCC for CoLA, Pearson for STS-B and accuracy elsewhere; 'metric' repeats that one."""
-    cola = data.compute_metrics("cola", PREDS, LABELS)
+    cola = metrics.compute_metrics("cola", PREDS, LABELS)
     assert cola["metric"] == cola["matthews"] == pytest.approx(4 / math.sqrt(240), abs=1e-12)
-    mrpc = data.compute_metrics("MRPC", PREDS, LABELS)
+    mrpc = metrics.compute_metrics("MRPC", PREDS, LABELS)
     assert mrpc["metric"] == mrpc["accuracy"] == pytest.approx(5 / 8) and mrpc["f1"] == pytest.approx(6 / 9)
-    stsb = data.compute_metrics("sts-b", [1.0, 2.0, 3.0], [1.0, 2.0, 4.0])
+    stsb = metrics.compute_metrics("sts-b", [1.0, 2.0, 3.0], [1.0, 2.0, 4.0])
     assert stsb["metric"] == stsb["pearson"] and stsb["spearman"] == pytest.approx(1.0, abs=1e-12)
-    assert set(data.compute_metrics("rte", PREDS, LABELS)) == {"accuracy", "metric"}
+    assert set(metrics.compute_metrics("rte", PREDS, LABELS)) == {"accuracy", "metric"}
 
 
 # -----------------------------------------------------------------------------
@@ -134,9 +136,9 @@ def test_resolve_data_dir(monkeypatch):
 
 
 # -----------------------------------------------------------------------------
-# readers on the real GLUE files (counts from ../shared/glue/SOURCES.md)
+# readers on the real GLUE files (counts from SOURCES.md in the GLUE folder)
 
-real = pytest.mark.skipif(not REAL_GLUE.is_dir(), reason="no ../shared/glue")
+real = pytest.mark.skipif(not REAL_GLUE.is_dir(), reason=f"no GLUE data at {REAL_GLUE} (set GLUE_DIR)")
 
 
 @real
@@ -419,7 +421,7 @@ def test_real_submission_file(task_name, tmp_path):
     rng = np.random.default_rng(0)
     preds = rng.uniform(-1, 6, len(examples)) if task.labels is None else rng.integers(0, len(task.labels), len(examples))
     (name, split), = data.SUBMISSION_FILES[task_name]
-    data.write_glue_submission(tmp_path / name, task_name, indices, preds)
+    metrics.write_glue_submission(tmp_path / name, task_name, indices, preds)
     lines = (tmp_path / name).read_text(encoding="utf-8").split("\n")
     assert lines[0] == "index\tprediction" and lines[-1] == "" and len(lines) == len(examples) + 2
     rows = [line.split("\t") for line in lines[1:-1]]
@@ -453,7 +455,7 @@ def test_stsb_submission_clipped_by_hand(tmp_path):
     """Scores are clipped to STS-B's [0, 5] and written with three decimals: -0.4 -> 0.000, 2.34567 -> 2.346,
     7.2 -> 5.000; a negative zero is written 0.000."""
     path = tmp_path / "STS-B.tsv"
-    data.write_glue_submission(path, "stsb", [10, 11, 12, 13, 14, 15], [-0.4, 0.0, 2.34567, 5.0, 7.2, -0.0])
+    metrics.write_glue_submission(path, "stsb", [10, 11, 12, 13, 14, 15], [-0.4, 0.0, 2.34567, 5.0, 7.2, -0.0])
     assert path.read_text() == ("index\tprediction\n10\t0.000\n11\t0.000\n12\t2.346\n13\t5.000\n14\t5.000\n"
                                 "15\t0.000\n")
 
@@ -467,7 +469,7 @@ def test_submission_refuses_predictions_that_do_not_fit(tmp_path):
                                       ("rte", [0.0, 1.0, 1.0], "got float64 values"),
                                       ("stsb", [1.0, float("nan"), 2.0], "predicted score nan is not a finite number")]:
         with pytest.raises(DataError, match=re.escape(message)):
-            data.write_glue_submission(path, task_name, [0, 1, 2], preds)
+            metrics.write_glue_submission(path, task_name, [0, 1, 2], preds)
     assert not list(tmp_path.iterdir())
 
 
@@ -498,10 +500,10 @@ def test_test_file_formats(tmp_path):
 
 @pytest.fixture(scope="module")
 def minilm_dir():
-    """The real all-MiniLM-L6-v2 folder, via model.py when it is there, else the installed package."""
+    """The real all-MiniLM-L6-v2 folder, via checkpoint.py when it is there, else the installed package."""
     candidates = []
     try:
-        from model import default_weights_dir
+        from checkpoint import default_weights_dir
         candidates.append(Path(default_weights_dir()))
     except Exception:
         pass
@@ -701,7 +703,7 @@ def test_subsample_is_stratified_seeded_and_nested():
 REAL_PAWS = REAL_GLUE.parent / "paws"
 
 
-@pytest.mark.skipif(not (REAL_PAWS / "test.tsv").is_file(), reason="no ../shared/paws/test.tsv")
+@pytest.mark.skipif(not (REAL_PAWS / "test.tsv").is_file(), reason=f"no {REAL_PAWS / 'test.tsv'}")
 def test_real_paws_test_reads_8000_rows_with_crlf():
     """PAWS-Wiki test (SOURCES.md): 8000 rows, 4464 labelled 0 and 3536 labelled 1, every line ending in CRLF.
     split_paths finds it beside the GLUE folder; the reader strips the \\r, so no sentence ends with it."""
@@ -793,7 +795,7 @@ def test_conll_folder_inside_or_beside_data_dir(tmp_path):
         data.load_split("conll2003", "dev", glue)
 
 
-real_conll = pytest.mark.skipif(not REAL_CONLL.is_dir(), reason="no ../shared/conll2003")
+real_conll = pytest.mark.skipif(not REAL_CONLL.is_dir(), reason=f"no {REAL_CONLL}")
 
 
 @real_conll
@@ -811,7 +813,7 @@ def test_real_conll_counts(split, sentences, tokens, entities, o_tags):
     assert len(ex) == sentences and sum(len(e.text_a) for e in ex) == tokens == len(all_tags)
     assert all_tags.count("O") == o_tags
     assert {x: all_tags.count(f"B-{x}") for x in entities} == entities
-    chunk_types = [c[0] for e in ex for c in data.conll_chunks(e.label)]
+    chunk_types = [c[0] for e in ex for c in metrics.conll_chunks(e.label)]
     assert {x: chunk_types.count(x) for x in entities} == entities
 
 
@@ -819,15 +821,15 @@ def test_conll_chunks_boundary_rules():
     """conlleval's IOB2 rules, worked by hand (end exclusive): B-X after I-X of the same type starts a new chunk;
     I-X after O, after another type, or at the sentence start opens one; I-X of the same type continues one;
     single-word chunks, and a chunk that runs to the end of the sentence, are closed properly."""
-    assert data.conll_chunks(["B-PER", "I-PER", "B-PER"]) == {("PER", 0, 2), ("PER", 2, 3)}
-    assert data.conll_chunks(["O", "I-LOC", "I-LOC", "O"]) == {("LOC", 1, 3)}
-    assert data.conll_chunks(["B-ORG", "I-PER", "I-PER"]) == {("ORG", 0, 1), ("PER", 1, 3)}
-    assert data.conll_chunks(["I-MISC", "O"]) == {("MISC", 0, 1)}
-    assert data.conll_chunks(["B-LOC", "B-LOC", "O", "B-PER"]) == {("LOC", 0, 1), ("LOC", 1, 2), ("PER", 3, 4)}
-    assert data.conll_chunks(["O", "B-ORG", "I-ORG", "I-ORG"]) == {("ORG", 1, 4)}
-    assert data.conll_chunks(["O", "O"]) == set() and data.conll_chunks([]) == set()
-    assert data.conll_chunks(tags("B-PER", "I-PER", "O")) == {("PER", 0, 2)}  # indices read as CONLL_TAGS
-    assert data.conll_chunks(np.array(tags("I-ORG"))) == {("ORG", 0, 1)}  # numpy integers too
+    assert metrics.conll_chunks(["B-PER", "I-PER", "B-PER"]) == {("PER", 0, 2), ("PER", 2, 3)}
+    assert metrics.conll_chunks(["O", "I-LOC", "I-LOC", "O"]) == {("LOC", 1, 3)}
+    assert metrics.conll_chunks(["B-ORG", "I-PER", "I-PER"]) == {("ORG", 0, 1), ("PER", 1, 3)}
+    assert metrics.conll_chunks(["I-MISC", "O"]) == {("MISC", 0, 1)}
+    assert metrics.conll_chunks(["B-LOC", "B-LOC", "O", "B-PER"]) == {("LOC", 0, 1), ("LOC", 1, 2), ("PER", 3, 4)}
+    assert metrics.conll_chunks(["O", "B-ORG", "I-ORG", "I-ORG"]) == {("ORG", 1, 4)}
+    assert metrics.conll_chunks(["O", "O"]) == set() and metrics.conll_chunks([]) == set()
+    assert metrics.conll_chunks(tags("B-PER", "I-PER", "O")) == {("PER", 0, 2)}  # indices read as CONLL_TAGS
+    assert metrics.conll_chunks(np.array(tags("I-ORG"))) == {("ORG", 0, 1)}  # numpy integers too
 
 
 def test_entity_scores_by_hand():
@@ -837,17 +839,17 @@ def test_entity_scores_by_hand():
     of 10. With no chunk predicted P, R and F1 are 0, not NaN."""
     gold = [tags("B-PER", "I-PER", "O", "B-LOC"), tags("B-ORG", "I-ORG", "I-ORG", "O"), tags("O", "O")]
     pred = [tags("B-PER", "I-PER", "O", "B-ORG"), tags("B-ORG", "I-ORG", "O", "O"), tags("I-MISC", "O")]
-    out = data.compute_metrics("conll2003", pred, gold)
+    out = metrics.compute_metrics("conll2003", pred, gold)
     assert set(out) == {"f1", "precision", "recall", "accuracy", "metric"} and out["metric"] == out["f1"]
     assert out["precision"] == pytest.approx(1 / 4, abs=1e-12) and out["recall"] == pytest.approx(1 / 3, abs=1e-12)
     assert out["f1"] == pytest.approx(2 / 7, abs=1e-12) and out["accuracy"] == pytest.approx(7 / 10, abs=1e-12)
-    none = data.compute_metrics("conll2003", [[0] * len(g) for g in gold], gold)
+    none = metrics.compute_metrics("conll2003", [[0] * len(g) for g in gold], gold)
     assert (none["precision"], none["recall"], none["f1"]) == (0.0, 0.0, 0.0)
     assert none["accuracy"] == pytest.approx(4 / 10, abs=1e-12)  # the four gold O words (1 + 1 + 2) are right
-    perfect = data.compute_metrics("conll2003", gold, gold)
+    perfect = metrics.compute_metrics("conll2003", gold, gold)
     assert perfect["f1"] == perfect["precision"] == perfect["recall"] == perfect["accuracy"] == 1.0
     with pytest.raises(ValueError, match="a sentence has 2 gold tags but 1 predicted ones"):
-        data.compute_metrics("conll2003", [[0]], [[0, 0]])
+        metrics.compute_metrics("conll2003", [[0]], [[0, 0]])
 
 
 def test_encode_token_labels_on_first_piece(minilm_dir):
@@ -900,10 +902,10 @@ def test_words_cut_and_word_predictions(minilm_dir):
     assert [len(ids) for ids, _ in enc] == [5, 3] and labels[0] == [I, 1, I, 2, I]
     assert data.words_cut(ex, labels) == (2, 1)
     preds = [[7 if y == I else y for y in row] for row in labels]
-    assert data.word_predictions(preds, labels, ex) == [[1, 2, 0, 0], [3]]
+    assert metrics.word_predictions(preds, labels, ex) == [[1, 2, 0, 0], [3]]
     padded = next(data.batches(enc, labels, 2, 0))  # rows padded to T = 5, with IGNORE in the labels
     token_preds = torch.where(padded["labels"] == I, 7, padded["labels"])
-    assert data.word_predictions(token_preds, padded["labels"], ex) == [[1, 2, 0, 0], [3]]
+    assert metrics.word_predictions(token_preds, padded["labels"], ex) == [[1, 2, 0, 0], [3]]
     assert data.words_cut(ex, data.encode(data.load_tokenizer(minilm_dir, max_len=128), ex)[1]) == (0, 0)
 
 
@@ -983,13 +985,13 @@ def test_write_conll_predictions_round_trip(tmp_path):
     ex = [Example(("EU", "rejects", "German"), None, tags("B-ORG", "O", "B-MISC")), Example(("Peter",), None, tags("B-PER"))]
     preds = [list(tags("B-ORG", "O", "I-MISC")), list(tags("O"))]
     path = tmp_path / "dev_predictions.txt"
-    data.write_conll_predictions(path, ex, preds)
+    metrics.write_conll_predictions(path, ex, preds)
     text = path.read_text(encoding="utf-8")
     assert text == "EU B-ORG B-ORG\nrejects O O\nGerman B-MISC I-MISC\n\nPeter B-PER O\n\n"
     rows = [[line.split(" ") for line in block.splitlines()] for block in text.split("\n\n") if block]
     assert [tuple(r[0] for r in s) for s in rows] == [e.text_a for e in ex]
     gold_back, pred_back = [[r[1] for r in s] for s in rows], [[r[2] for r in s] for s in rows]
-    assert data.compute_metrics("conll2003", pred_back, gold_back) == data.compute_metrics(
+    assert metrics.compute_metrics("conll2003", pred_back, gold_back) == metrics.compute_metrics(
         "conll2003", preds, [e.label for e in ex])
-    assert data.compute_metrics("conll2003", preds, [e.label for e in ex])["precision"] == 1.0  # 2 of 2 right
+    assert metrics.compute_metrics("conll2003", preds, [e.label for e in ex])["precision"] == 1.0  # 2 of 2 right
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev_predictions.txt"]

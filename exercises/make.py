@@ -3,7 +3,8 @@ Writes the exercises: exercises/model.py and exercises/addrop.py are model.py an
 with the bodies of the functions in EXERCISES replaced by a NotImplementedError that says the
 exercise's number, its equation and the lessons that check it. Signatures, docstrings and
 every other line stay those of the real files: the splice is done on the text, so formatting
-is kept, and ast only says where each body starts and ends.
+is kept, and ast only says where each body starts and ends. model.py holds the encoder alone;
+checkpoint.py, which loads the weights, is no exercise: it builds whichever model.py is imported.
 
     python exercises/make.py           # after any change to model.py or addrop.py
     python exercises/make.py --force   # also over a file holding a student's answers

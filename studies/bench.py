@@ -2,8 +2,8 @@
 What AD-DROP costs: one training step of each attribution, as a ratio to a plain fine-tuning step,
 beside the paper's Table 7 (BERT-base) and the floor each method cannot beat.
 
-    python bench.py                        # the installed all-MiniLM-L6-v2, batch 16 x 128
-    python bench.py --config base --skip-iga   # a random BERT-base-sized model (12 layers, 768)
+    python studies/bench.py                            # the installed all-MiniLM-L6-v2, batch 16 x 128
+    python studies/bench.py --config base --skip-iga   # a random BERT-base-sized model (12 layers, 768)
 
 A step is what train.py does per batch: masks = addrop.addrop_masks(...) (not for plain fine-tuning),
 the masked forward, cross-entropy, backward, AdamW step, zero_grad; p = 0.7, q = 0.1 (the RTE setting).
@@ -24,7 +24,9 @@ add to it), so "floor here" counts the same extra forwards at the F measured on 
 "+ masks" adds what building the masks costs here, timed alone (for drop_mask mostly its kthvalue).
 Cross-tuning halves the extra over a run: (1 + r) / 2, e.g. 1.33 for GA.
 
---json PATH writes every figure as JSON as well; the tables are printed either way.
+Last, the data pipeline: examples per second of tokenising and of batching RTE's (else SST-2's) training
+set, beside a training step's. --json PATH writes every figure as JSON as well; the tables are printed
+either way.
 """
 
 import argparse
@@ -38,12 +40,18 @@ from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
+# run as `python studies/bench.py`: the core (train.py, model.py, ...) is the folder above this one
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
 import torch
 import torch.nn.functional as F
 
 import addrop
+import checkpoint
 import data
 import model as modeling
+import settings
 import train
 
 P, Q, M_IG = 0.7, 0.1, 20  # the RTE setting; m, the steps of integrated gradients (Eq. 3)
@@ -54,6 +62,7 @@ METHODS = {"plain": (None, None, "1"), "ga-first": ("ga", "first", "1.95 (STS-B)
 TARGETS = {"plain": 1.0, "ga-first": 1.8, "ga-all": 1.8, "aa-all": 1.4, "rd-all": 1.1, "iga-first": 16.0}
 # what a user pays: each step against the plain step of Hugging Face's BertForSequenceClassification (eager)
 TARGETS_HF = {"plain": 0.80, "ga-first": 1.30, "ga-all": 1.35, "aa-all": 1.15, "rd-all": 0.85}
+MASKS = ("drop_mask", "select", "random_mask")  # the masks alone, timed apart (masks_only)
 
 
 def extra_and_target(name, L):
@@ -78,7 +87,7 @@ def parse_args(argv=None):
     ap.add_argument("--skip-iga", action="store_true", help="leave out both IGA rows")
     ap.add_argument("--no-hf", action="store_true", help="leave out the Hugging Face comparison")
     ap.add_argument("--data-dir", default=None,
-                    help="GLUE folder for the tokenising benchmark (default: $GLUE_DIR, data/glue, else ../shared/glue)")
+                    help="GLUE folder for the data benchmark (default: $GLUE_DIR, else data/glue)")
     ap.add_argument("--json", default=None, metavar="PATH", help="also write every figure to PATH as JSON")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); on a CPU "
                     "shared with other jobs 1 can be faster and steadier: every parallel op waits for its slowest thread")
@@ -213,24 +222,23 @@ def hf_models(cfg, device):
 
 
 def data_throughput(args, weights, max_len):
-    """examples/s of tokenising (load_tokenizer + encode) and of data.batches on RTE (else SST-2) train."""
-    here = Path(__file__).resolve().parent
-    dirs = [data.resolve_data_dir(args.data_dir)] + ([] if args.data_dir else [here.parent / "shared" / "glue"])
-    for d in dirs:
-        for task in ("rte", "sst2"):
-            try:
-                ex = data.load_split(task, "train", d)[:4000]
-            except data.DataError:
-                continue
-            t0 = time.perf_counter()
-            tok = data.load_tokenizer(weights, max_len)
-            enc = data.encode(tok, ex)
-            t1 = time.perf_counter()
-            for _ in data.batches(enc, [e.label for e in ex], args.batch_size, data.pad_token_id(tok), shuffle=True):
-                pass
-            t2 = time.perf_counter()
-            return {"task": task, "dir": str(d), "examples": len(ex),
-                    "tokenise_per_s": len(ex) / (t1 - t0), "batch_per_s": len(ex) / (t2 - t1)}
+    """examples/s of tokenising (load_tokenizer + encode) and of data.batches on RTE (else SST-2) train, at most
+    its first 4000 examples; None where neither is in the data folder."""
+    d = data.resolve_data_dir(args.data_dir)
+    for task in ("rte", "sst2"):
+        try:
+            ex = data.load_split(task, "train", d)[:4000]
+        except data.DataError:
+            continue
+        t0 = time.perf_counter()
+        tok = data.load_tokenizer(weights, max_len)
+        encoded, labels = data.encode(tok, ex)
+        t1 = time.perf_counter()
+        for _ in data.batches(encoded, labels, args.batch_size, data.pad_token_id(tok), shuffle=True):
+            pass
+        t2 = time.perf_counter()
+        return {"task": task, "dir": str(d), "examples": len(ex),
+                "tokenise_per_s": len(ex) / (t1 - t0), "batch_per_s": len(ex) / (t2 - t1)}
     return None
 
 
@@ -242,19 +250,20 @@ def bf16_masks(args, batches=4):
     labels. Agreement is the intersection over the union of the two sets of (example, head, query, key).
     A fresh head's logits are nearly tied, so bf16 rounding flips many pseudo labels there: pass a
     fine-tuned --checkpoint for the figure that holds in an AD-DROP epoch (which follows a plain one)."""
-    device = train.pick_device(args.device, 0)
+    device = settings.pick_device(args.device, 0)
     torch.manual_seed(args.seed)  # the fresh head, when there is one
-    weights = Path(args.checkpoint) if args.checkpoint else modeling.default_weights_dir()
+    weights = Path(args.checkpoint) if args.checkpoint else checkpoint.default_weights_dir()
     task = json.loads((weights / "config.json").read_text()).get("task", "rte")  # train.py writes a checkpoint's task
     if data.get_task(task).labels is None:
         sys.exit(f"error: --checkpoint {weights}: a {task} model is a regressor; --bf16-masks compares classifiers")
-    net = modeling.from_pretrained(weights, data.num_labels(task)).to(device)
+    net = checkpoint.from_pretrained(weights, data.num_labels(task)).to(device)
     tok = data.load_tokenizer(weights, 128)
     dev = data.load_split(task, "dev", data.resolve_data_dir(args.data_dir))[:16 * batches]
     layers = list(range(net.cfg.num_hidden_layers))
     sets = {"candidates (q = 1)": [0, 0], "dropped (q = 0.1)": [0, 0]}  # name -> [intersection, union]
     same_label = 0
-    for b in data.batches(data.encode(tok, dev), [e.label for e in dev], 16, data.pad_token_id(tok)):
+    encoded, labels = data.encode(tok, dev)
+    for b in data.batches(encoded, labels, 16, data.pad_token_id(tok)):
         b = {k: v.to(device) for k, v in b.items()}
         s32 = addrop.attribute(net, b, layers, "ga")
         with torch.autocast(device.type, torch.bfloat16):
@@ -276,19 +285,23 @@ def bf16_masks(args, batches=4):
     print(f"  pseudo labels        {same_label} of {len(dev)} the same")
     return {name: inter / union for name, (inter, union) in sets.items()} | {"pseudo_labels_same": same_label / len(dev)}
 
+# -----------------------------------------------------------------------------
+# the timing, step by step: build, time in rounds, summarise, print, then the data pipeline
 
-def main(args):
-    device = train.pick_device(args.device, 0)  # refuses a bad --device by name
+def build(args):
+    """The model, its optimizer and one batch on the device, and every step to time by name: the methods, F
+    (one forward), the masks alone, and Hugging Face's steps. Returns (device, weights, net, names, steps, hf)."""
+    device = settings.pick_device(args.device, 0)  # refuses a bad --device by name
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
     # no weights needed to time a random BERT-base; the MiniLM folder still lends its (BERT) tokenizer below
-    weights = modeling.default_weights_dir() if args.config == "minilm" else None
-    cfg = modeling.Config.from_json(weights / "config.json") if weights else modeling.Config()
+    weights = checkpoint.default_weights_dir() if args.config == "minilm" else None
+    cfg = checkpoint.read_config(weights / "config.json") if weights else modeling.Config()
     if args.seq_len > cfg.max_tokens:
         sys.exit(f"error: --seq-len {args.seq_len}: the position table of --config {args.config} holds at most "
                  f"{cfg.max_tokens} tokens")
-    net = modeling.from_pretrained(weights, 2) if weights else modeling.Model(cfg, 2)
+    net = checkpoint.from_pretrained(weights, 2) if weights else modeling.Model(cfg, 2)
     net = net.to(device).train()
     cfg, L, (B, T) = net.cfg, net.cfg.num_hidden_layers, (args.batch_size, args.seq_len)
     opt = train.adamw(net, 1e-5, 0.01)
@@ -301,32 +314,40 @@ def main(args):
         steps[n] = partial(our_step, net, opt, batch, attribution, spec and addrop.parse_layers(spec, L))
     steps["forward"] = partial(forward, net, batch)  # F itself, to turn the floor's count of F into a ratio here
     scores = list(addrop.attribute(net, batch, range(L), "aa").values())  # any (B, H, T, T) scores will do
-    MASKS = ("drop_mask", "select", "random_mask")
     steps.update({k: partial(masks_only, batch, scores, k) for k in MASKS})
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
           f"p={P} q={Q} (RTE), IGA m={M_IG}")
+    return device, weights, net, names, steps, hf
 
+
+def timed(step, device):
+    """One call of step: its seconds and its peak memory above what was held before (None where unknown)."""
+    start = mem_start(device)
+    sync(device)
+    t0 = time.perf_counter()
+    step()
+    sync(device)
+    dt = time.perf_counter() - t0
+    return dt, mem_peak(device, start)
+
+
+def time_rounds(args, steps, device):
+    """Warm-up, then --steps rounds: each step between two plain ones, its ratio to their mean. Returns
+    name -> [seconds], [peak bytes] and [ratio], over the rounds."""
     times, mems, ratios = ({n: [] for n in steps} for _ in range(3))
 
-    def run(n, record=True):
-        """One step of method n; returns its seconds and keeps them and the step's peak memory."""
-        start = mem_start(device)
-        sync(device)
-        t0 = time.perf_counter()
-        steps[n]()
-        sync(device)
-        dt = time.perf_counter() - t0
-        if record:
-            times[n].append(dt)
-            mems[n].append(mem_peak(device, start))
+    def run(n):
+        dt, peak = timed(steps[n], device)
+        times[n].append(dt)
+        mems[n].append(peak)
         return dt
 
     for r in range(args.warmup):  # IGA skips warm-up: at 15-50x a step its first-call costs vanish
         for n in steps:
             if not n.startswith("iga"):
-                run(n, record=False)
+                timed(steps[n], device)
     # Each method runs between two plain steps and its ratio is to their mean, so that the machine's
     # speed drifting (other jobs on a shared CPU) cancels; a method's figure is its median over rounds.
     before = run("plain")
@@ -340,7 +361,12 @@ def main(args):
             before = after
         print(f"round {r + 1}/{args.steps}: plain {times['plain'][-1] * 1e3:.0f} ms, then x plain: "
               + " ".join(f"{n} {ratios[n][-1]:.2f}" for n in steps if len(ratios[n]) == r + 1), flush=True)
+    return times, mems, ratios
 
+
+def summarise(names, L, times, mems, ratios):
+    """Medians over the rounds, and a row per method beside its target, the paper's figure and the floors.
+    Returns (ms, ratio, MiB, rows), the first three by step name."""
     med = {n: statistics.median(ts) * 1e3 for n, ts in times.items()}  # ms
     ratio = {n: statistics.median(rs) if rs else 1.0 for n, rs in ratios.items()}
     spread = {n: (min(rs), max(rs)) if rs else (1.0, 1.0) for n, rs in ratios.items()}  # over the rounds
@@ -356,6 +382,16 @@ def main(args):
                    "paper": paper, "floor": 1 + extra / 3, "floor_here": 1 + extra * F_here,
                    "floor_here_masks": 1 + extra * F_here + masks}
         rows[n]["pass"] = ratio[n] <= rows[n]["target"]
+    return med, ratio, mib, rows
+
+
+def ms(x):
+    return "n/a" if x is None else f"{x:.0f}"
+
+
+def print_methods(rows, med, ratio, L, device):
+    """The table of methods, what its columns mean, and what the masks alone cost."""
+    F_here = ratio["forward"]
     print(f"\nratio: median over rounds of a step's time over its two neighbouring plain steps (not ms / plain ms),\n"
           f"and its lowest and highest round: how much the machine moved it;\n"
           f"per AD-DROP step: with cross-tuning a run costs (1 + ratio) / 2.\n"
@@ -367,54 +403,76 @@ def main(args):
                           " (CPU; whole process, coarse)"))
     print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'rounds':>11} | {'peak MiB':>8} | {'target':>6} | "
           f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | {'+ masks':>7} | vs target")
-    fmt = lambda x: "n/a" if x is None else f"{x:.0f}"
-    fmt2 = lambda x: "-" if x is None else f"{x:.2f}"
     for n, r in rows.items():
         lo, hi = r["range"]
         print(f"{n:9} | {r['ms']:8.0f} | {r['steps']:2} | {r['ratio']:6.2f} | {f'{lo:.2f}-{hi:.2f}':>11} | "
-              f"{fmt(r['peak_MiB']):>8} | {r['target']:6.3g} | "
+              f"{ms(r['peak_MiB']):>8} | {r['target']:6.3g} | "
               f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | {r['floor_here_masks']:7.2f} | "
               + ("" if n == "plain" else "pass" if r["pass"] else "FAIL"))
     print(f"masks of all {L} layers from scores at hand (Eq. 6-7): drop_mask {med['drop_mask']:.0f} ms "
           f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.0f} ms; "
           f"random_mask {med['random_mask']:.0f} ms ({ratio['random_mask']:.2f})")
-    result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
-              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in MASKS}, "methods": rows, "hf": {}, "data": None}
+
+
+def print_hf(args, rows, hf, med, ratio, mib, times):
+    """Our plain step against Hugging Face's, and each method against HF's eager plain step (added to rows).
+    Returns the figures for the JSON by step name."""
+    out = {}
     if hf:
         print("\nplain fine-tuning step, ours vs Hugging Face BertForSequenceClassification of the same config")
         for n in ["plain", *hf]:
-            print(f"{n:9} | {med[n]:8.0f} ms | n={len(times[n])} | {fmt(mib[n]):>5} MiB | ours takes {1 / ratio[n]:.2f}x this")
-            result["hf"][n] = {"ms": med[n], "ours_over_this": 1 / ratio[n], "peak_MiB": mib[n]}
+            print(f"{n:9} | {med[n]:8.0f} ms | n={len(times[n])} | {ms(mib[n]):>5} MiB | ours takes {1 / ratio[n]:.2f}x this")
+            out[n] = {"ms": med[n], "ours_over_this": 1 / ratio[n], "peak_MiB": mib[n]}
     if "hf-eager" in hf:
         # both ratios are to the same neighbouring plain steps of ours, so their quotient is method / HF plain
-        print(f"\nx HF plain: each step over Hugging Face's eager plain step (median ratio over rounds, "
-              f"ours over HF's), against the target a user would ask for")
+        print("\nx HF plain: each step over Hugging Face's eager plain step (median ratio over rounds, "
+              "ours over HF's), against the target a user would ask for")
         for n, r in rows.items():
             r["x_hf"], r["target_hf"] = r["ratio"] / ratio["hf-eager"], TARGETS_HF.get(n)
             verdict = "" if r["target_hf"] is None else "pass" if r["x_hf"] <= r["target_hf"] else "FAIL"
-            print(f"{n:9} | {r['x_hf']:6.2f} x HF plain | target {fmt2(r['target_hf']):>5} | {verdict}")
+            target = "-" if r["target_hf"] is None else f"{r['target_hf']:.2f}"
+            print(f"{n:9} | {r['x_hf']:6.2f} x HF plain | target {target:>5} | {verdict}")
     else:
         print("\n(Hugging Face comparison skipped: " + ("--no-hf)" if args.no_hf else "transformers is not installed)"))
+    return out
 
+
+def print_data(args, weights, B, T, med):
+    """data_throughput beside training's examples per second; None where it was skipped."""
     try:
-        d = result["data"] = data_throughput(args, weights or modeling.default_weights_dir(), T)
-    except modeling.WeightsError:  # --config base without the MiniLM package: no tokenizer at hand
+        d = data_throughput(args, weights or checkpoint.default_weights_dir(), T)
+    except checkpoint.WeightsError:  # --config base without the MiniLM package: no tokenizer at hand
         d = None
     if d is None:
         print("\ndata throughput: skipped, no RTE or SST-2 train.tsv (pass --data-dir) or no tokenizer")
-    else:
-        d["train_plain_per_s"], d["train_ga_all_per_s"] = B / med["plain"] * 1e3, B / med["ga-all"] * 1e3
-        print(f"\ndata ({d['task']} train, {d['examples']} examples, max_len {T}): tokenise {d['tokenise_per_s']:.0f} ex/s, "
-              f"batch {d['batch_per_s']:.0f} ex/s | training: plain {d['train_plain_per_s']:.1f} ex/s, GA all "
-              f"{d['train_ga_all_per_s']:.1f} ex/s | tokenising and batching add "
-              f"{d['train_plain_per_s'] * (1 / d['tokenise_per_s'] + 1 / d['batch_per_s']):.2%} to a plain epoch")
+        return None
+    d["train_plain_per_s"], d["train_ga_all_per_s"] = B / med["plain"] * 1e3, B / med["ga-all"] * 1e3
+    print(f"\ndata ({d['task']} train, {d['examples']} examples, max_len {T}): tokenise {d['tokenise_per_s']:.0f} ex/s, "
+          f"batch {d['batch_per_s']:.0f} ex/s | training: plain {d['train_plain_per_s']:.1f} ex/s, GA all "
+          f"{d['train_ga_all_per_s']:.1f} ex/s | tokenising and batching add "
+          f"{d['train_plain_per_s'] * (1 / d['tokenise_per_s'] + 1 / d['batch_per_s']):.2%} to a plain epoch")
+    return d
+
+
+def benchmark(args):
+    """Every step timed in rounds, the tables printed; returns the figures (and writes them to --json)."""
+    device, weights, net, names, steps, hf = build(args)
+    L, B, T = net.cfg.num_hidden_layers, args.batch_size, args.seq_len
+    times, mems, ratios = time_rounds(args, steps, device)
+    med, ratio, mib, rows = summarise(names, L, times, mems, ratios)
+    print_methods(rows, med, ratio, L, device)
+    result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
+              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in MASKS},
+              "methods": rows, "hf": {}, "data": None}
+    result["hf"] = print_hf(args, rows, hf, med, ratio, mib, times)
+    result["data"] = print_data(args, weights, B, T, med)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
     return result
 
 
-if __name__ == "__main__":
-    args = parse_args()
+def main(argv=None):
+    args = parse_args(argv)
     try:
         if args.bf16_masks:
             result = bf16_masks(args)
@@ -423,6 +481,10 @@ if __name__ == "__main__":
         else:  # bf16: all of it under autocast, as train.py --dtype bf16 runs forwards and backwards
             device_type = "cuda" if (args.device or ("cuda" if torch.cuda.is_available() else "cpu")).startswith("cuda") else "cpu"
             with torch.autocast(device_type, torch.bfloat16) if args.dtype == "bf16" else nullcontext():
-                main(args)
-    except (data.DataError, modeling.WeightsError) as e:  # they name the file or key: show just that
+                benchmark(args)
+    except (data.DataError, checkpoint.WeightsError) as e:  # they name the file or key: show just that
         sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

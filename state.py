@@ -1,0 +1,336 @@
+"""
+The run folder (--out) of train.py, and what makes a run survive a stop:
+
+- the lock: one run at a time holds the folder (OUT/run.lock), refreshing the lock's time stamp while it runs
+  (a heartbeat), so that a job requeued on another machine can tell a live run from one that was killed;
+- the training state (OUT/train_state.pt) that --resume continues from, exactly: weights, optimizer, counters,
+  history, every rank's random streams and, when saved inside an epoch, how far the epoch had got;
+- the graceful stop: SIGTERM or SIGUSR1 (what a scheduler such as Slurm sends before it ends a job) lets the
+  current step finish, then the state is saved, the lock released, and the process exits with EXIT_STOPPED.
+"""
+
+import json
+import math
+import os
+import shlex
+import signal
+import socket
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+import checkpoint
+
+STATE = "train_state.pt"  # the training state, in --out
+LOCK = "run.lock"         # who holds --out, in --out
+HEARTBEAT = 30.0          # seconds between refreshes of the lock's modification time while its run holds it
+STALE_AFTER = 300.0       # a lock from another machine not refreshed for this long belongs to a run that is gone
+EXIT_STOPPED = 75         # the exit code after a stop signal: the state is saved, rerun with --resume (EX_TEMPFAIL)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class Busy(SystemExit):
+    """--out is held by another run that still runs (a sweep leaves that run to it and moves on)."""
+
+
+class Stopped(SystemExit):
+    """A stop signal arrived; the training state is saved. SystemExit's code is EXIT_STOPPED."""
+
+    def __init__(self, message):
+        super().__init__(EXIT_STOPPED)
+        self.message = message
+
+# -----------------------------------------------------------------------------
+# the graceful stop
+
+class StopSignals:
+    """`with StopSignals() as stop:` turns SIGTERM and SIGUSR1 into a flag, stop.signum, that the training loop
+    reads after every step, instead of Python's default for SIGTERM (the process ends at once, without running
+    `finally` blocks: the lock stays, and everything since the last save is lost). The previous handlers come
+    back at the end of the block. Signal handlers can only be set from the main thread; elsewhere (a run started
+    from a thread) the flag never rises and the signals keep their handlers."""
+
+    def __init__(self):
+        self.signum = None  # the stop signal received, if any
+        self.old = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for s in STOP_SIGNALS:
+                self.old[s] = signal.signal(s, self._received)
+        return self
+
+    def _received(self, signum, frame):
+        self.signum = signal.Signals(signum)
+
+    def __exit__(self, *exc):
+        for s, handler in self.old.items():
+            signal.signal(s, handler)
+
+# -----------------------------------------------------------------------------
+# one run per folder: two runs writing one --out would interleave their checkpoints, states and metrics
+
+def lock_run_dir(out):
+    """Claim out for this process: out/run.lock, created only if it is absent (O_CREAT | O_EXCL, one atomic
+    step), holding who claimed it. A lock left by a run that is gone (see _gone) is taken over with a note; any
+    other lock is refused in one line. Returns the handle for unlock_run_dir."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / LOCK
+    mine = {"pid": os.getpid(), "host": socket.gethostname(),
+            "started": datetime.now().astimezone().isoformat(timespec="seconds"), "argv": sys.argv}
+    for _ in range(3):  # a lock released or taken over between our tries is tried again
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            held = _read_lock(path)
+            if held is None:  # released since our open
+                continue
+            who = f"pid {held['pid']} on {held['host']}, started {held['started']}"
+            gone = _gone(held, path)
+            if not gone:
+                raise Busy(f"error: {path}: another run is using {out} ({who}); wait for it to finish, "
+                           f"pass another --out, or delete {path} if that run is truly gone")
+            print(f"{LOCK}: the run that held {out} ({who}) {gone}; taking the folder over", flush=True)
+            # read again just before removing it: a run taking over at the same moment may hold it now.
+            # (Two takeovers within microseconds of each other could still both win; we accept that.)
+            if _read_lock(path) == held:
+                path.unlink(missing_ok=True)
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(mine, f)
+        return path, mine
+    sys.exit(f"error: {path}: other runs keep taking {out}; pass another --out")
+
+
+def _read_lock(path):
+    """The claim in a lock file, or None if it is gone. A lock being written this very moment (created, not
+    yet filled) is read again after a pause; a file that still makes no sense is refused by name."""
+    for pause in (0.05, 0.25, 1.0, None):
+        try:
+            held = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:  # ValueError: not UTF-8, not JSON
+            why = e.strerror if isinstance(e, OSError) else f"not JSON: {e}"
+        else:
+            if (isinstance(held, dict) and {"pid", "host", "started"} <= held.keys()
+                    and type(held["pid"]) is int and 0 < held["pid"] < 2**31):  # os.kill(0 or -n) means a group
+                return held
+            why = "no pid, host and start time in it"
+        if pause is None:
+            sys.exit(f"error: {path}: not a lock this script wrote ({why}); if no run is using "
+                     f"{path.parent}, delete {path}")
+        time.sleep(pause)
+
+
+def _gone(held, path):
+    """Why the run that wrote the lock certainly no longer runs, or "" if it may still run. On this machine:
+    no process has its pid. On another machine (a folder shared between machines, as a requeued cluster job
+    sees it), whose processes cannot be asked: its heartbeat, the lock's modification time, is older than
+    STALE_AFTER. A pid that a new, unrelated process has taken since counts as running (delete the lock by
+    hand then)."""
+    if held["host"] != socket.gethostname():
+        try:
+            age = time.time() - path.stat().st_mtime
+        except FileNotFoundError:
+            return "is gone"
+        return f"has not refreshed its lock for {age:.0f} s (stale after {STALE_AFTER:.0f} s)" \
+            if age > STALE_AFTER else ""
+    try:
+        os.kill(held["pid"], 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return "is gone"
+    except PermissionError:  # it exists, as another user's process
+        return ""
+    return ""
+
+
+def _is_mine(path, mine):
+    try:
+        return json.loads(path.read_bytes()) == mine
+    except (OSError, ValueError):
+        return False
+
+
+def unlock_run_dir(handle):
+    """Remove the lock, if it is still this run's (one that took the folder over as stale owns it now)."""
+    path, mine = handle
+    if _is_mine(path, mine):
+        path.unlink(missing_ok=True)
+
+
+def _heartbeat(path, mine, done):
+    """Touch the lock every HEARTBEAT seconds until done is set, while it is still ours."""
+    while not done.wait(HEARTBEAT):
+        if not _is_mine(path, mine):
+            print(f"warning: {path} is no longer this run's lock (taken over as stale?)", file=sys.stderr, flush=True)
+            return
+        try:
+            os.utime(path)
+        except OSError:
+            pass  # a passing error of a network file system; the next beat tries again
+
+
+@contextmanager
+def run_lock(out):
+    """`with run_lock(out):` holds out for the block, refreshing the lock's time stamp from a background thread,
+    and releases it however the block ends, except by SIGKILL: the next run then finds the lock stale (on this
+    machine at once, from another after STALE_AFTER) and takes the folder over."""
+    handle = lock_run_dir(out)
+    done = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(*handle, done), daemon=True)
+    beat.start()
+    try:
+        yield handle
+    finally:
+        done.set()
+        beat.join()
+        unlock_run_dir(handle)
+
+# -----------------------------------------------------------------------------
+# the training state, for --resume
+
+class _WriteAll:
+    """The file torch.save writes through: every byte reaches the file, or write raises the OSError (ENOSPC,
+    EIO) that stopped it. Given a path or a buffered file, torch reports a full disk as a RuntimeError about
+    zip offsets instead ('unexpected pos 704 vs 598'), which names neither the file nor the cause."""
+
+    def __init__(self, f):
+        self.f = f  # an unbuffered file: its write returns how many bytes reached the disk
+
+    def write(self, b):
+        b, done = memoryview(b).cast("B"), 0
+        while done < len(b):  # a short write (the disk just filled) is retried, and the retry raises ENOSPC
+            done += self.f.write(b[done:])
+        return done
+
+    def flush(self):
+        pass
+
+
+def torch_save(obj, path):
+    with open(path, "wb", buffering=0) as f:
+        torch.save(obj, _WriteAll(f))
+
+
+def save_state(out, master, world, settings, net, opt, progress, local=None):
+    """Weights, optimizer, progress (epoch, step, best, history, the epoch in progress...) and each rank's own
+    part (its random streams, and local: what it gathered of the epoch in progress), written to a temporary
+    name and renamed, so that a kill at any moment leaves the previous state whole. Every rank calls it (the
+    parts are gathered); rank 0 writes."""
+    rng = {"cpu": torch.get_rng_state()}
+    if next(net.parameters()).is_cuda:
+        rng["cuda"] = torch.cuda.get_rng_state(next(net.parameters()).device)
+    mine = {"rng": rng, **{k: v.detach().cpu() for k, v in (local or {}).items()}}
+    ranks = [mine]
+    if world > 1:  # each rank drew its own dropout and masks, and holds its own share of the losses
+        ranks = [None] * world
+        dist.all_gather_object(ranks, {"rng": {k: v.cpu() for k, v in rng.items()}, **mine})
+    if master:
+        state = {"settings": settings, "world_size": world, **progress, "ranks": ranks,
+                 "model": net.state_dict(), "optimizer": opt.state_dict()}
+        checkpoint.atomic_write(Path(out) / STATE, lambda tmp: torch_save(state, tmp))
+    if world > 1:
+        dist.barrier()  # no rank runs ahead of the saved state
+
+
+def load_state(out, settings, world, device):
+    """The state saved by save_state in out, refused with a message if it cannot continue this run."""
+    path = Path(out) / STATE
+    if not path.is_file():
+        sys.exit(f"error: --resume: nothing to resume: {path} does not exist (drop --resume to start the run)")
+    try:
+        state = torch.load(path, map_location=device, weights_only=False)
+        saved = state["settings"]
+    except Exception as e:  # a file we did not write, or a truncated copy of one
+        sys.exit(f"error: --resume: {path} is not a training state this script wrote ({type(e).__name__}: {e})")
+    diff = [f"--{k.replace('_', '-')} {saved.get(k)!r} then, {v!r} now" for k, v in settings.items() if saved.get(k) != v]
+    if "ranks" not in state:
+        sys.exit(f"error: --resume: {path} is a training state of an older version of this script; "
+                 "rerun without --resume")
+    if state["world_size"] != world:
+        diff.append(f"{state['world_size']} processes then, {world} now")
+    if diff:
+        sys.exit(f"error: --resume: {path} was made with other settings: {'; '.join(diff)}")
+    return state
+
+
+def restore_rng(rng, device):
+    torch.set_rng_state(rng["cpu"])
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], device)
+
+
+def save(j, in_epoch=None, local=None):
+    """The training state (save_state), after the last finished epoch or, with in_epoch (the epoch in
+    progress: its number, the batches done, the seconds spent) and local (this rank's losses and dropped
+    fraction so far), inside an epoch."""
+    progress = {"epoch": j.history[-1]["epoch"] if j.history else 0, "step": j.step, "best": j.best,
+                "best_epoch": j.best_epoch, "history": j.history, "best_weights": j.best_weights,
+                "in_epoch": in_epoch}
+    save_state(j.out, j.master, j.world, j.settings, j.net, j.opt, progress, local)
+    j.saved_at = time.time()
+
+
+def resume(j):
+    """With --resume: the weights, optimizer, counters, history and random streams of the saved state in
+    --out, and when it was saved inside an epoch, how far that epoch had got, so the run goes on exactly as
+    if it had never stopped."""
+    if not j.args.resume:
+        return
+    saved = load_state(j.out, j.settings, j.world, j.device)
+    j.net.load_state_dict(saved["model"])
+    j.opt.load_state_dict(saved["optimizer"])
+    j.history, j.best, j.best_epoch, j.step = saved["history"], saved["best"], saved["best_epoch"], saved["step"]
+    j.best_weights = saved.get("best_weights")
+    j.first_epoch = saved["epoch"] + 1
+    mine = saved["ranks"][j.rank]
+    restore_rng(mine["rng"], j.device)
+    part, where = saved.get("in_epoch"), f"epoch {saved['epoch']}"
+    if part is not None:  # saved inside an epoch: go on with its batches left
+        batches = math.ceil(len(j.splits["train"].y) / j.batch_size)
+        if not 0 <= part["batches"] <= batches:
+            sys.exit(f"error: --resume: {j.out / STATE}: its epoch {part['epoch']} stopped at batch "
+                     f"{part['batches']}, past the end of the epoch ({batches} batches): not a state of this run")
+        j.first_epoch = part["epoch"]
+        j.partial = (part["batches"], list(mine["losses"].to(j.device).unbind()), mine["dropped"].to(j.device),
+                     part["seconds"])
+        where = f"batch {part['batches']} of epoch {part['epoch']}"
+    elif j.first_epoch > j.epochs or j.step >= j.total_steps or saved["epoch"] - j.best_epoch >= j.args.patience:
+        metrics_file = j.out / "metrics.json"
+        if metrics_file.is_file() and json.loads(metrics_file.read_text()).get("finished"):
+            sys.exit(f"error: --resume: nothing to resume: the run in {j.out} already finished "
+                     f"(epoch {saved['epoch']} of {j.epochs}; raise --epochs to train longer)")
+        # stopped after its last epoch's state and before the final metrics.json: only that is left to do
+        j.first_epoch = j.epochs + 1
+    j.say(f"resuming after {where} (step {j.step}) from {j.out / STATE}")
+
+
+def stop_or_save(j):
+    """After a step: whether to stop (a stop signal arrived) and whether to save the state (--save-every is
+    due). Under torchrun the ranks agree, by the max over ranks, so that all stop or save after the same step
+    (the scheduler's signal reaches each process at its own moment)."""
+    every = j.args.save_every
+    due = every is not None and (j.step % every.steps == 0 if every.steps else
+                                 time.time() - j.saved_at >= every.minutes * 60)
+    if j.world == 1:
+        return j.stop.signum is not None, due
+    flags = torch.tensor([j.stop.signum is not None, due], dtype=torch.int32, device=j.device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)  # a tiny all-reduce per step, the price of agreeing
+    stop, save = flags.tolist()
+    return bool(stop), bool(save)
+
+
+def stopped_message(j, epoch, done):
+    launcher = ["torchrun", "--standalone", f"--nproc_per_node={j.world}"] if j.world > 1 else ["python"]
+    argv = sys.argv if "--resume" in sys.argv else sys.argv + ["--resume"]
+    why = j.stop.signum.name if j.stop.signum is not None else "a stop signal on another rank"
+    return (f"stopped by {why} after step {j.step} (epoch {epoch}, batch {done}): the training state is in "
+            f"{j.out / STATE}; resume with\n    {shlex.join(launcher + argv)}")

@@ -1,0 +1,87 @@
+"""
+Tests of bench.py's data paths, on a tiny word-level model and 8 + 8 hand-made RTE rows: the data benchmark
+(tokenise, then batch) and --bf16-masks both feed data.batches what data.encode returns, and the whole script,
+run as a user runs it from the repository root with the smallest options, ends with exit 0 and its JSON.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import bench
+import checkpoint
+import model
+
+ROOT = Path(__file__).resolve().parent.parent
+WORDS = "the a cat dog sat on mat big small red".split()
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """root/w: a 1-layer model with a word-level tokenizer; root/glue/RTE: train.tsv and dev.tsv of 8 rows each."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    root = tmp_path_factory.mktemp("bench")
+    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    torch.manual_seed(0)
+    cfg = model.Config(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                       intermediate_size=8, max_position_embeddings=32)
+    checkpoint.save_pretrained(model.Model(cfg, num_labels=2), root / "w")
+    tok.save(str(root / "w" / "tokenizer.json"))
+    (root / "glue" / "RTE").mkdir(parents=True)
+    rows = ["index\tsentence1\tsentence2\tlabel"] + [
+        f"{i}\tthe {WORDS[i]} sat on a mat\tthe {WORDS[i + 1]} sat\t{['entailment', 'not_entailment'][i % 2]}"
+        for i in range(8)]
+    for split in ("train", "dev"):
+        (root / "glue" / "RTE" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def test_data_throughput_batches_every_example(tiny):
+    """The data benchmark tokenises RTE's training rows and batches them: it reports all 8 examples and finite,
+    positive rates for both. data.encode returns (encoded, labels); handing data.batches that pair whole as
+    its examples ended the benchmark in a ValueError."""
+    args = bench.parse_args(["--data-dir", str(tiny / "glue"), "--batch-size", "3"])
+    d = bench.data_throughput(args, tiny / "w", 16)
+    assert (d["task"], d["examples"], d["dir"]) == ("rte", 8, str(tiny / "glue"))
+    assert all(0 < d[k] < math.inf for k in ("tokenise_per_s", "batch_per_s"))
+
+
+def test_bf16_masks_compares_real_batches(tiny, capsys):
+    """--bf16-masks batches RTE's dev rows the same way (encode, then batches) and compares float32's masks with
+    bf16's: each agreement is an intersection over a union, in [0, 1], and the pseudo labels are counted over all
+    8 examples."""
+    args = bench.parse_args(["--bf16-masks", "--checkpoint", str(tiny / "w"), "--data-dir", str(tiny / "glue")])
+    r = bench.bf16_masks(args)
+    assert set(r) == {"candidates (q = 1)", "dropped (q = 0.1)", "pseudo_labels_same"}
+    assert all(0 <= v <= 1 for v in r.values())
+    assert "8 RTE dev examples" in capsys.readouterr().out
+
+
+def test_the_script_runs_from_the_repository_root(tiny, tmp_path):
+    """`python studies/bench.py` with the smallest options (one timed round, no warm-up, batch 2 x 8, the
+    installed MiniLM) exits 0 with no traceback and writes its JSON: every method's ratio, and the data
+    benchmark over the 8 hand-made RTE rows."""
+    try:
+        checkpoint.default_weights_dir()
+    except checkpoint.WeightsError as e:
+        pytest.skip(str(e))
+    out = tmp_path / "bench.json"
+    cmd = [sys.executable, "studies/bench.py", "--steps", "1", "--warmup", "0", "--skip-iga", "--no-hf",
+           "--batch-size", "2", "--seq-len", "8", "--threads", "1", "--data-dir", str(tiny / "glue"), "--json", str(out)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["methods"]) == {"plain", "ga-first", "ga-all", "aa-all", "rd-all"}
+    assert all(math.isfinite(m["ratio"]) and m["ratio"] > 0 for m in result["methods"].values())
+    assert result["data"]["examples"] == 8 and result["data"]["task"] == "rte"
