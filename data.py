@@ -2,7 +2,7 @@
 
   GLUE        the eight tasks the AD-DROP paper fine-tunes on (Table 1): SST-2, MNLI, QNLI, QQP, CoLA, STS-B,
               MRPC, RTE, and WNLI for a complete test-server submission; read from GLUE's TSV files, which
-              ensure_task downloads when they are missing
+              download.py fetches when they are missing
   CoNLL-2003  English NER, the token task (Appendix A): one tag per word; its files are put in place by hand
   PAWS        paraphrase pairs, the out-of-distribution test of MRPC models; put in place by hand too
   sampling    k-shot sets, stratified subsamples and hold-out splits, each seeded
@@ -16,10 +16,6 @@ metrics.py.
 import json
 import math
 import os
-import shutil
-import tempfile
-import urllib.request
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -78,15 +74,7 @@ TASKS["conll2003"] = Task("CoNLL-2003", "conll2003", text_a="word", text_b=None,
 # there is no train.tsv there and no URL: the files are put there by hand. Labels as MRPC's: 1 paraphrase, 0 not.
 TASKS["paws"] = Task("PAWS", "paws", "sentence1", "sentence2", "label", BINARY, ("accuracy", "f1"), test_files=())
 
-# Where ensure_task downloads each task from: the per-task archives of GLUE's download_glue_data.py.
-# This table is the place to change a URL; ensure_task(url=...) overrides it for one call.
-# MRPC is the exception: GLUE never published an MRPC zip (its script builds train/dev from Microsoft's
-# msr_paraphrase_*.txt), so the URL below only follows the others' pattern and is unverified. Point it at any
-# zip that holds MRPC/train.tsv and MRPC/dev.tsv (a file:// URL works too).
-BASE_URL = "https://dl.fbaipublicfiles.com/glue/data/"
-URLS = {"sst2": BASE_URL + "SST-2.zip", "mnli": BASE_URL + "MNLI.zip", "qnli": BASE_URL + "QNLIv2.zip",
-        "qqp": BASE_URL + "QQP-clean.zip", "cola": BASE_URL + "CoLA.zip", "stsb": BASE_URL + "STS-B.zip",
-        "mrpc": BASE_URL + "MRPC.zip", "rte": BASE_URL + "RTE.zip", "wnli": BASE_URL + "WNLI.zip"}
+GLUE_URL = "https://dl.fbaipublicfiles.com/glue/data/"  # GLUE's archives; download.py fetches them
 
 # The file names GLUE's server expects in a submission zip, and the test split each is made from: with these
 # eleven a submission is complete. AX.tsv is GLUE's diagnostic set labelled by the MNLI model; WNLI is not in the paper.
@@ -331,70 +319,11 @@ def _split_file(task, split, data_dir):
         if task.token_level:
             where = f"put {paths[split].name} in {Path(data_dir) / task.folder}/ or in {Path(data_dir).parent / task.folder}/"
         elif split == "diagnostic":
-            where = f"it is not in MNLI's archive: download {BASE_URL}AX.tsv to that path"
+            where = f"it is not in MNLI's archive: download {GLUE_URL}AX.tsv to that path"
         else:
             where = f"pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/"
         raise DataError(f"{task.name} {split} file not found: {paths[split]} ({where})")
     return paths[split]
-
-
-def ensure_task(task_name, data_dir, url=None):
-    """Download and unpack a task's GLUE archive unless its train and dev files are already there.
-    CoNLL-2003 has no stable download: its files are only looked for, and a clear error says where to put them."""
-    task, data_dir = get_task(task_name), Path(data_dir)
-    if task.token_level:
-        paths = split_paths(task, data_dir)
-        missing = [str(p) for s, p in paths.items() if s != "test" and not p.is_file()]  # test is read only if asked
-        if missing:
-            raise DataError(f"{task.name} data missing: {' and '.join(missing)} not found. It cannot be downloaded "
-                            f"(there is no stable URL): put train.txt, dev.txt and test.txt (4 space-separated columns, "
-                            f"word POS chunk NER, IOB2 tags) in {data_dir / task.folder}/ or in "
-                            f"{data_dir.parent / task.folder}/ (the folder beside the GLUE data dir)")
-        return paths["train"].parent
-    # training needs train and dev; the test files come in the same archive, and load_test looks for them
-    labelled = {s: p for s, p in split_paths(task, data_dir).items() if s in ("train", "dev")}
-    folder, needed = data_dir / task.folder, list(labelled.values())
-    for p in (data_dir, folder):
-        if p.exists() and not p.is_dir():
-            raise DataError(f"{p}: is a file, not a folder; the data dir holds one folder per task ({task.folder}/)")
-    for split, p in labelled.items():
-        if p.is_dir():
-            raise DataError(f"{p}: is a folder, not the {task.name} {split} file")
-    if all(p.is_file() for p in needed):
-        return folder
-    url = url or URLS[_key(task_name)]
-    archive, part = data_dir / f"{task.folder}.zip", data_dir / f"{task.folder}.zip.part"
-    reason = None
-    created = not data_dir.exists()
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        print(f"downloading {url} -> {archive}")
-        with urllib.request.urlopen(url, timeout=60) as response, open(part, "wb") as f:
-            shutil.copyfileobj(response, f)
-        os.replace(part, archive)  # named .zip only once complete: an interrupted download is never taken for one
-        with tempfile.TemporaryDirectory(dir=data_dir) as tmp, zipfile.ZipFile(archive) as z:
-            z.extractall(tmp)  # into the data dir's own disk, so the moves below are plain renames
-            # the archive's folder is not always named like the task (QNLIv2.zip): take the shallowest train.tsv
-            for src in sorted(Path(tmp).rglob("train.tsv"), key=lambda p: len(p.parts))[:1]:
-                folder.mkdir(exist_ok=True)
-                for p in src.parent.iterdir():
-                    if not (folder / p.name).exists():
-                        os.replace(p, folder / p.name)
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        reason = f"getting {url} failed ({e})"
-    finally:
-        if data_dir.is_dir():
-            part.unlink(missing_ok=True)
-            archive.unlink(missing_ok=True)
-            if created and not any(data_dir.iterdir()):
-                data_dir.rmdir()  # a mistyped --data-dir leaves nothing behind
-    if not all(p.is_file() for p in needed):
-        lacking = " and ".join(f"{task.folder}/{p.name}" for p in needed if not p.is_file())
-        reason = reason or f"the archive from {url} did not contain {lacking}"
-        raise DataError(f"{task.name} data missing: expected {' and '.join(map(str, needed))}; {reason}. "
-                        f"Get the GLUE data (e.g. with GLUE's download_glue_data.py) and pass --data-dir or "
-                        f"set GLUE_DIR to the folder that holds {task.folder}/")
-    return folder
 
 
 def k_shot(examples, k, seed):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import data
+import download
 import metrics
 from data import DataError, Example
 
@@ -119,7 +120,7 @@ def test_task_table():
     and num_labels = classes or 1; CoNLL-2003, the one token task, has no URL (there is no stable download) and
     9 IOB2 tags; PAWS, read only to score MRPC-trained models out of distribution, has no URL either and MRPC's labels."""
     assert set(data.TASKS) - {"conll2003", "paws"} == {"sst2", "mnli", "qnli", "qqp", "cola", "stsb", "mrpc", "rte",
-                                                        "wnli"} == set(data.URLS)
+                                                        "wnli"} == set(download.URLS)
     assert data.TASKS["paws"].labels == data.TASKS["mrpc"].labels and data.TASKS["paws"].metrics == ("accuracy", "f1")
     assert [t for t in data.TASKS if data.TASKS[t].token_level] == ["conll2003"]
     assert [data.num_labels(t) for t in ("mnli", "rte", "stsb", "conll2003", "CoNLL-2003")] == [3, 2, 1, 9, 9]
@@ -287,16 +288,16 @@ def test_data_dir_or_task_file_of_the_wrong_kind(tmp_path, monkeypatch):
     with pytest.raises(DataError, match=re.escape(f"GLUE_DIR {a_file}: is a file, not a folder")):
         data.resolve_data_dir(None)
     with pytest.raises(DataError, match=re.escape(f"{a_file}: is a file, not a folder")):
-        data.ensure_task("rte", a_file, url="file:///never/fetched.zip")
+        download.ensure_task("rte", a_file, url="file:///never/fetched.zip")
     glue = tmp_path / "glue"
     glue.mkdir()
     (glue / "RTE").write_text("")
     with pytest.raises(DataError, match=re.escape(f"{glue / 'RTE'}: is a file, not a folder")):
-        data.ensure_task("rte", glue, url="file:///never/fetched.zip")
+        download.ensure_task("rte", glue, url="file:///never/fetched.zip")
     (glue / "RTE").unlink()
     (glue / "RTE" / "train.tsv").mkdir(parents=True)
     with pytest.raises(DataError, match=re.escape(f"{glue / 'RTE' / 'train.tsv'}: is a folder, not the RTE train file")):
-        data.ensure_task("rte", glue, url="file:///never/fetched.zip")
+        download.ensure_task("rte", glue, url="file:///never/fetched.zip")
     with pytest.raises(DataError, match=re.escape(f"{glue / 'RTE' / 'train.tsv'}: is a folder, not the RTE train file")):
         data.load_split("rte", "train", glue)
 
@@ -324,7 +325,7 @@ def test_failed_download_names_expected_paths(tmp_path):
     """With no archive to fetch, the error says which files were expected where and how to supply them."""
     glue = tmp_path / "glue"
     with pytest.raises(DataError) as e:
-        data.ensure_task("rte", glue, url=(tmp_path / "nowhere" / "RTE.zip").as_uri())
+        download.ensure_task("rte", glue, url=(tmp_path / "nowhere" / "RTE.zip").as_uri())
     msg = str(e.value)
     assert str(glue / "RTE" / "train.tsv") in msg and str(glue / "RTE" / "dev.tsv") in msg
     assert "--data-dir" in msg and "GLUE_DIR" in msg
@@ -344,17 +345,17 @@ def test_download_from_local_zip(tmp_path):
     rte = SAMPLES["rte"][1]
     url = zip_of(tmp_path / "RTE.zip", {"RTE/train.tsv": rte, "RTE/dev.tsv": rte}).as_uri()
     glue = tmp_path / "glue"
-    assert data.ensure_task("rte", glue, url=url) == glue / "RTE"
+    assert download.ensure_task("rte", glue, url=url) == glue / "RTE"
     assert data.load_split("rte", "train", glue) == SAMPLES["rte"][2]
     assert sorted(p.name for p in glue.iterdir()) == ["RTE"]
-    assert data.ensure_task("rte", glue, url=(tmp_path / "gone.zip").as_uri()) == glue / "RTE"
+    assert download.ensure_task("rte", glue, url=(tmp_path / "gone.zip").as_uri()) == glue / "RTE"
 
 
 def test_download_archive_folder_named_differently(tmp_path):
     """QNLIv2.zip unpacks to a folder that is not called QNLI; the files still land in QNLI/."""
     qnli = SAMPLES["qnli"][1]
     url = zip_of(tmp_path / "QNLIv2.zip", {"QNLIv2/train.tsv": qnli, "QNLIv2/dev.tsv": qnli}).as_uri()
-    data.ensure_task("qnli", tmp_path / "glue", url=url)
+    download.ensure_task("qnli", tmp_path / "glue", url=url)
     assert data.load_split("qnli", "dev", tmp_path / "glue") == SAMPLES["qnli"][2]
 
 
@@ -362,7 +363,7 @@ def test_download_archive_without_the_files(tmp_path):
     """An archive that lacks the task's files is an error naming the expected paths, not a silent success."""
     url = zip_of(tmp_path / "x.zip", {"README": "nothing here"}).as_uri()
     with pytest.raises(DataError, match="did not contain CoLA/train.tsv and CoLA/dev.tsv") as e:
-        data.ensure_task("cola", tmp_path / "glue", url=url)
+        download.ensure_task("cola", tmp_path / "glue", url=url)
     assert str(tmp_path / "glue" / "CoLA" / "dev.tsv") in str(e.value)
 
 
@@ -382,7 +383,7 @@ def test_download_failures_name_the_cause(tmp_path, kind):
     }[kind]
     glue = tmp_path / "new" / "glue"
     with pytest.raises(DataError, match=re.escape(url) + ".*" + re.escape(cause)):
-        data.ensure_task("rte", glue, url=url)
+        download.ensure_task("rte", glue, url=url)
     leftovers = sorted(p.name for p in glue.rglob("*")) if glue.exists() else []
     assert leftovers in ([], ["RTE", "train.tsv"]), leftovers  # only what the archive did deliver
 
@@ -438,7 +439,7 @@ def test_submission_files_table():
     """The eleven files of a complete GLUE submission, named as GLUE's server expects: one per task with a
     download, MNLI's two test sets and the diagnostic set AX (labelled by the MNLI model, read from
     DATA/diagnostic/diagnostic.tsv as GLUE's download script puts it), and WNLI's."""
-    assert set(data.SUBMISSION_FILES) == set(data.URLS)
+    assert set(data.SUBMISSION_FILES) == set(download.URLS)
     assert sorted(name for files in data.SUBMISSION_FILES.values() for name, _ in files) == sorted(
         ["AX.tsv", "CoLA.tsv", "MNLI-m.tsv", "MNLI-mm.tsv", "MRPC.tsv", "QNLI.tsv", "QQP.tsv", "RTE.tsv", "SST-2.tsv",
          "STS-B.tsv", "WNLI.tsv"])
@@ -772,7 +773,7 @@ def test_conll_folder_inside_or_beside_data_dir(tmp_path):
     glue, task = tmp_path / "glue", data.get_task("conll2003")
     glue.mkdir()
     with pytest.raises(DataError, match="cannot be downloaded") as e:
-        data.ensure_task("conll2003", glue)
+        download.ensure_task("conll2003", glue)
     msg = str(e.value)
     assert str(tmp_path / "conll2003" / "train.txt") in msg and str(tmp_path / "conll2003" / "dev.txt") in msg
     assert f"{glue / 'conll2003'}/ or in {tmp_path / 'conll2003'}/" in msg and "train.txt, dev.txt and test.txt" in msg
@@ -782,7 +783,7 @@ def test_conll_folder_inside_or_beside_data_dir(tmp_path):
     for split in ("train", "dev", "test"):
         (beside / f"{split}.txt").write_text(f"{split} NN B-NP B-PER\n")
     assert data.split_paths(task, glue) == {s: beside / f"{s}.txt" for s in ("train", "dev", "test")}
-    assert data.ensure_task("conll2003", glue) == beside
+    assert download.ensure_task("conll2003", glue) == beside
     assert data.load_split("conll2003", "test", glue) == [Example(("test",), None, tags("B-PER"))]
     with pytest.raises(DataError, match="unknown split 'valid'; expected 'train' or 'dev' or 'test'"):
         data.load_split("conll2003", "valid", glue)
@@ -790,7 +791,7 @@ def test_conll_folder_inside_or_beside_data_dir(tmp_path):
     (glue / "conll2003" / "train.txt").write_text("inside NN B-NP O\n")
     assert data.load_split("CoNLL-2003", "train", glue) == [Example(("inside",), None, tags("O"))]
     with pytest.raises(DataError, match=re.escape(f"{glue / 'conll2003' / 'dev.txt'} not found")):
-        data.ensure_task("conll2003", glue)
+        download.ensure_task("conll2003", glue)
     with pytest.raises(DataError, match=re.escape(f"CoNLL-2003 dev file not found: {glue / 'conll2003' / 'dev.txt'}")):
         data.load_split("conll2003", "dev", glue)
 

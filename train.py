@@ -38,6 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 import addrop
 import checkpoint
 import data
+import download
 import metrics
 import settings
 import state
@@ -462,7 +463,7 @@ def load_data(args, task, weights, cfg, max_len, say=print):
     --predict the test sets (GLUE's unlabelled ones go to submission files). Returns the splits (name ->
     Split), each GLUE test split's index column, and the padding token."""
     data_dir = data.resolve_data_dir(args.data_dir)
-    data.ensure_task(args.task, data_dir)
+    download.ensure_task(args.task, data_dir)
     train_ex = data.load_split(args.task, "train", data_dir)
     dev_ex = data.load_split(args.task, "dev", data_dir)
     if args.shots:
