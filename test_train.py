@@ -701,7 +701,7 @@ def write_conll(folder, sizes=(("train", 21), ("dev", 12), ("test", 9)), seed=0)
 
 @pytest.fixture(scope="module")
 def conll(setup):
-    """CoNLL-2003 beside the synthetic GLUE folder (as ../shared/conll2003 is beside ../shared/glue), and the
+    """CoNLL-2003 in a folder beside the synthetic GLUE folder (where users may keep it), and the
     tiny random BERT with a 9-tag token head made from w0's encoder at training time."""
     write_conll(setup / "conll2003")
     return setup
@@ -732,7 +732,7 @@ def test_token_task_predicts_every_word(conll, tmp_path):
     """--predict on CoNLL writes OUT/dev_predictions.txt and OUT/test_predictions.txt as conlleval reads them:
     one `word gold predicted` line per word of the file, in order, a blank line after each sentence; gold
     is the file's tag. With --max-len 8 some words are cut: the run says how many, and they still have a
-    line (predicted O). The scores in metrics.json are the ones these files give (data.compute_metrics on
+    line (predicted O). The scores in metrics.json are the ones these files give (metrics.compute_metrics on
     them), and the checkpoint's config.json carries the tag set as id2label. --holdout and bf16 work too."""
     import data
     out = tmp_path / "pred"
