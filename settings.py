@@ -224,9 +224,12 @@ def provenance(device, world):
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                                text=True, timeout=10).stdout.strip() or None
+    git = lambda *a: subprocess.run(["git", *a], cwd=Path(__file__).parent, capture_output=True, text=True,
+                                    timeout=10).stdout.strip()
+    try:  # the code's commit, marked -dirty when tracked files differ from it
+        commit = git("rev-parse", "HEAD") or None
+        if commit and git("status", "--porcelain", "--untracked-files=no"):
+            commit += "-dirty"
     except (OSError, subprocess.SubprocessError):
         commit = None
     return {"cpu": cpu, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,

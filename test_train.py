@@ -382,6 +382,9 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     assert m["best_metric"] == max(holdout) and m["dev_at_best"] == dev[best - 1]
     assert "180 train / 60 holdout / 64 dev examples" in r.stdout  # 240 examples, a quarter held out
     assert len(hist[0]["step_losses"]) == 23  # ceil(180 / 8) steps: the holdout is not trained on
+    prov = m["provenance"]  # the same seed on another CPU or torch build is another draw: say what ran it
+    assert prov["torch"] == torch.__version__ and prov["threads"] == 1 and prov["processes"] == 1 and prov["cpu"]
+    assert prov["commit"] is None or len(prov["commit"].removesuffix("-dirty")) == 40
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -406,7 +409,6 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
 ])
 def test_new_flags_refused_by_name(capsys, argv, message):
     """The flags this file's features added refuse a bad value in parse_args, in one line naming it."""
-    import train as train_py
     with pytest.raises(SystemExit):
         settings.parse_args(argv)
     err = capsys.readouterr().err
@@ -418,7 +420,6 @@ def test_new_flags_refused_by_name(capsys, argv, message):
 def test_out_under_a_file_is_refused_by_name(tmp_path, capsys):
     """--out below a file (out/metrics.json/run1, say) is refused in parse_args, naming that file: the first
     mkdir would otherwise stop the run with a NotADirectoryError traceback, after the data and model loaded."""
-    import train as train_py
     a_file = tmp_path / "notes.txt"
     a_file.write_text("")
     for out in (a_file / "run1", a_file / "a" / "b"):
@@ -467,7 +468,6 @@ def fake_copyfile(src, dst, *args, **kwargs):
 def save_cases(tmp_path):
     """name -> (the file, save it: f(version), patch making its real write fail like a full disk)."""
     import train as train_py
-    import data
     out = tmp_path / "out"
     out.mkdir()
     for v in (0, 1):  # two tokenizers with different bytes to copy from
@@ -556,7 +556,6 @@ def write_lock(out, pid, host=None, started="2024-01-02T03:04:05+00:00"):
 def test_a_second_run_into_a_locked_folder_is_refused(tmp_path):
     """While one run holds --out, another is refused in one line that names the holder's pid, host and start
     and says what to do; the holder may be this very process or another one that still runs."""
-    import train as train_py
     out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
     handle = state.lock_run_dir(out)
     claim = json.loads(lock.read_text())
@@ -584,7 +583,6 @@ def test_a_second_run_into_a_locked_folder_is_refused(tmp_path):
 def test_a_lock_whose_run_is_gone_is_taken_over(tmp_path, capsys):
     """A lock left by a run on this machine that no longer runs (SIGKILL, a reboot) is taken over with one
     line that says so; run_lock then holds the folder for its block and removes the lock at the end."""
-    import train as train_py
     out, lock, pid = tmp_path / "out", tmp_path / "out" / "run.lock", dead_pid()
     write_lock(out, pid)
     with state.run_lock(out):
@@ -643,7 +641,6 @@ def test_a_lock_shared_by_two_processes_beats_until_its_holder_dies(tmp_path, mo
 def test_a_garbled_lock_is_refused_and_release_keeps_a_lock_not_ours(tmp_path):
     """A lock file that is not one (empty, not JSON, no pid) is refused naming it, not guessed at; releasing
     removes the lock only while it is still ours (a run that took the folder over owns it then)."""
-    import train as train_py
     out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
     out.mkdir()
     for text in ("", "{not json", '{"pid": 0, "host": "h", "started": "t"}'):

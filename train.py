@@ -19,10 +19,8 @@ import itertools
 import json
 import math
 import os
-import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import time
 from contextlib import nullcontext

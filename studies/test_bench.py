@@ -12,37 +12,20 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 import bench
 import checkpoint
-import model
+import test_cli
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = "the a cat dog sat on mat big small red".split()
 
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """root/w: a 1-layer model with a word-level tokenizer; root/glue/RTE: train.tsv and dev.tsv of 8 rows each."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    """root/w: a 1-layer model with a word-level tokenizer; root/glue/RTE: train.tsv and dev.tsv of 8 rows each
+    (the good inputs of test_cli.py)."""
     root = tmp_path_factory.mktemp("bench")
-    vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *WORDS])}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    torch.manual_seed(0)
-    cfg = model.Config(vocab_size=len(vocab), hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-                       intermediate_size=8, max_position_embeddings=32)
-    checkpoint.save_pretrained(model.Model(cfg, num_labels=2), root / "w")
-    tok.save(str(root / "w" / "tokenizer.json"))
-    (root / "glue" / "RTE").mkdir(parents=True)
-    rows = ["index\tsentence1\tsentence2\tlabel"] + [
-        f"{i}\tthe {WORDS[i]} sat on a mat\tthe {WORDS[i + 1]} sat\t{['entailment', 'not_entailment'][i % 2]}"
-        for i in range(8)]
-    for split in ("train", "dev"):
-        (root / "glue" / "RTE" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    test_cli.write_good(root)
     return root
 
 
