@@ -730,11 +730,12 @@ def test_token_task_predicts_every_word(conll, tmp_path):
     one `word gold predicted` line per word of the file, in order, a blank line after each sentence; gold
     is the file's tag. With --max-len 8 some words are cut: the run says how many, and they still have a
     line (predicted O). The scores in metrics.json are the ones these files give (metrics.compute_metrics on
-    them), and the checkpoint's config.json carries the tag set as id2label. --holdout and bf16 work too."""
+    them), and the checkpoint's config.json carries the tag set as id2label. --holdout and bf16 work too, and
+    --dev-limit samples dev for the epochs only: the prediction files and their scores cover every sentence."""
     import data
     out = tmp_path / "pred"
     r = train(conll, out, "--task", "conll2003", "--epochs", "2", "--p", "0.5", "--q", "0.5", "--lr", "1e-3",
-              "--max-len", "8", "--predict", "--holdout", "0.25", "--dtype", "bf16")
+              "--max-len", "8", "--predict", "--holdout", "0.25", "--dtype", "bf16", "--dev-limit", "5")
     assert re.search(r"train: --max-len 8 cuts \d+ words in \d+ sentences; they are scored as predicted O", r.stdout)
     for split in ("dev", "test"):
         gold = data.read_conll(conll / "conll2003" / f"{split}.txt")
@@ -749,7 +750,7 @@ def test_token_task_predicts_every_word(conll, tmp_path):
         assert metrics(out)["predictions"][split] == pytest.approx(expected, abs=1e-12)
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["id2label"] == {str(i): t for i, t in enumerate(TAGS)} and cfg["task"] == "conll2003"
-    assert metrics(out)["selection"] == "holdout"
+    assert metrics(out)["selection"] == "holdout" and "5 dev" in r.stdout
 
 
 def test_glue_predict_writes_the_submission_file(setup, tmp_path):

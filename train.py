@@ -387,16 +387,17 @@ def finish(j):
 
 def predict(j):
     """--predict, with the best epoch's weights: CoNLL-2003 writes OUT/dev_predictions.txt and
-    OUT/test_predictions.txt (`word gold predicted`, conlleval's input) and scores both; a GLUE task writes
+    OUT/test_predictions.txt (`word gold predicted`, conlleval's input), every sentence of both files even
+    when --dev-limit sampled dev for the epochs, and scores both; a GLUE task writes
     the files GLUE's server takes (OUT/RTE.tsv, ...). Returns the metrics of each labelled split."""
     scores = {}
-    files = [(f"{split}_predictions.txt", split) for split in ("dev", "test")] if j.token_level \
+    files = [("dev_predictions.txt", "dev_all"), ("test_predictions.txt", "test")] if j.token_level \
         else data.SUBMISSION_FILES[j.args.task]
     for name, split in files:
         s = j.splits[split]
         _, split_scores, preds = evaluate(j, s)
         if split_scores:
-            scores[split] = split_scores
+            scores[split.removesuffix("_all")] = split_scores
         if j.master and j.token_level:
             metrics.write_conll_predictions(j.out / name, s.examples, preds)
         elif j.master:
@@ -478,8 +479,9 @@ def load_data(args, task, weights, cfg, max_len, say=print):
     if args.ood:
         parts["ood"] = data.load_split(args.ood, "test", data_dir)
     test_index = {}
-    if args.predict and task.token_level:
+    if args.predict and task.token_level:  # conlleval's files hold every sentence, whatever --dev-limit sampled
         parts["test"] = data.load_split(args.task, "test", data_dir)
+        parts["dev_all"] = data.load_split(args.task, "dev", data_dir) if args.dev_limit else dev_ex
     elif args.predict:
         for _, split in data.SUBMISSION_FILES[args.task]:
             test_index[split], parts[split] = data.load_test(args.task, split, data_dir)

@@ -43,20 +43,25 @@ LEARN_MARGIN = 0.05  # the fine-tuning mean must beat the best constant predicti
 OVERFIT_RISE = 0.05  # a run overfits when its dev loss ends at least 5% above its lowest
 
 
-def t_quantile(prob, df):
-    """The prob-quantile of Student's t with df degrees of freedom, for prob in [0.5, 1): bisection on the
-    CDF, which is 1/2 plus Simpson's rule over the density from 0 (no scipy here)."""
+def t_cdf(x, df):
+    """Student's t CDF with df degrees of freedom at x: 1/2 plus Simpson's rule over the density from 0 (no
+    scipy here). The density c (1 + t^2/df)^(-(df+1)/2) is integrated in the angle u = atan(t / sqrt(df)), where
+    it becomes c sqrt(df) cos(u)^(df-1) on [0, pi/2): a bounded interval and a smooth integrand, so 2000
+    intervals are as exact far out in the tail (the huge t of differences that hardly vary) as near 0."""
     c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+    end = math.atan(abs(x) / math.sqrt(df))
+    u = np.linspace(0.0, end, 2001)  # 2000 intervals, h = end / 2000
+    f = c * math.sqrt(df) * np.cos(u) ** (df - 1)
+    area = end / 6000 * (f[0] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum() + f[-1])
+    return 0.5 + math.copysign(area, x)
 
-    def cdf(x):
-        u = np.linspace(0.0, x, 2001)  # 2000 intervals, h = x / 2000
-        f = c * (1 + u * u / df) ** (-(df + 1) / 2)
-        return 0.5 + x / 6000 * (f[0] + 4 * f[1:-1:2].sum() + 2 * f[2:-1:2].sum() + f[-1])
 
+def t_quantile(prob, df):
+    """The prob-quantile of Student's t with df degrees of freedom, for prob in [0.5, 1): bisection on t_cdf."""
     lo, hi = 0.0, 100.0  # t_{0.995, 1} = 63.7
     for _ in range(50):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cdf(mid) < prob else (lo, mid)
+        lo, hi = (mid, hi) if t_cdf(mid, df) < prob else (lo, mid)
     return (lo + hi) / 2
 
 
@@ -91,7 +96,10 @@ def constant_baseline(task, labels):
     """The best score on these labels of a prediction that ignores its input, in the task's main metric:
     accuracy, the majority class's share; F1 (of class 1), always answering 1, 2 pos / (n + pos), since always 0
     scores 0 (on MRPC, where 1 is the majority, that is also always answering the majority); Matthews, Pearson
-    and Spearman, 0, what data.py gives a constant prediction."""
+    and Spearman, 0, what data.py gives a constant prediction; entity F1 (NER), 0, answering O (no entity)
+    everywhere (a constant B-PER would catch the one-word names and score a little above 0)."""
+    if data.get_task(task).token_level:
+        return 0.0
     metric = data.get_task(task).metrics[0]
     y = np.asarray(labels)
     if metric == "accuracy":
@@ -152,18 +160,24 @@ def plan_compare(args, analysis="compare"):
     base = Path(args.out) / analysis
     preset_of_folder(args, analysis, base)
     methods = [ARM_NAMES[k] for k in args.methods or args.preset[analysis]["methods"]]
+    return base, [r for task in tasks(args, analysis) for r in task_runs(args, analysis, task, methods)]
+
+
+def task_runs(args, analysis, task, methods, tag="", **extra):
+    """The runs of one task, seed by seed (seeds_of), arm by arm in the order of methods (arm names): each
+    arm's flags, Table 4's p and q for the AD-DROP arms, PAWS for a paraphrase task, then extra (train.py
+    flags of every run of the task). tag goes into the folder names (confirm's NER size: ft_n1000_seed100)."""
+    p, q = table4_pq(args, task)  # fixed before any run, never chosen on the reported dev set
     runs = []
-    for task in tasks(args, analysis):
-        p, q = table4_pq(args, task)  # fixed before any run, never chosen on the reported dev set
-        for seed in seeds_of(args, analysis, task):
-            for method in methods:
-                key, flags = ARMS[method]
-                flags = {**flags, **(dict(p=p, q=q) if "attribution" in flags else {}),
-                         **(dict(ood=OOD[task]) if task in OOD else {})}
-                runs.append(Run(f"{task}/{key}_seed{seed}", train_flags(args, analysis, task, seed=seed, **flags),
-                                {"task": task, "method": method, "seed": seed, "p": flags.get("p", 0),
-                                 "q": flags.get("q", 0), "alpha": RDROP_ALPHA if flags.get("rdrop") else 0}))
-    return base, runs
+    for seed in seeds_of(args, analysis, task):
+        for method in methods:
+            key, flags = ARMS[method]
+            flags = {**flags, **(dict(p=p, q=q) if "attribution" in flags else {}),
+                     **(dict(ood=OOD[task]) if task in OOD else {}), **extra}
+            runs.append(Run(f"{task}/{key}{tag}_seed{seed}", train_flags(args, analysis, task, seed=seed, **flags),
+                            {"task": task, "method": method, "seed": seed, "p": flags.get("p", 0),
+                             "q": flags.get("q", 0), "alpha": RDROP_ALPHA if flags.get("rdrop") else 0}))
+    return runs
 
 
 def preset_of_folder(args, analysis, base):
@@ -182,6 +196,8 @@ def preset_of_folder(args, analysis, base):
 def dev_baseline(args, analysis, task):
     """constant_baseline on the task's dev set; a --dev-limit sample stands for it (stratified: its class shares
     are within one example of the full set's), or its first N with limit_first. None where it cannot be read."""
+    if data.get_task(task).token_level:  # no labels needed: 0
+        return constant_baseline(task, [])
     try:
         dev = data.load_split(task, "dev", data.resolve_data_dir(args.data_dir))
     except data.DataError:
@@ -198,6 +214,12 @@ def dev_score(res):
 
 def ood_score(res):
     return (res.get("ood") or {}).get("accuracy")  # the same weights on PAWS-Wiki test
+
+
+def predicted(split):
+    """The score of a token task's run on a whole split (conll2003's dev or test) that --predict scored with the
+    weights of the best holdout epoch: its entity F1 (metrics.entity_scores' "f1"); None where it has none."""
+    return lambda res: ((res.get("predictions") or {}).get(split) or {}).get("f1")
 
 
 def arm_rows(task, evaluated_on, by_method, score, info, regime):
@@ -300,7 +322,9 @@ def run_row(r, res):
             "selection": res.get("selection", "dev"), "selection_metric": round(res["best_metric"], 5),
             "epochs": len(res["history"]), "overfits": overfits(res["history"]),
             **({f"ood_{k}": round(res["ood"][k], 5) for k in ("accuracy", "f1") if k in res["ood"]}
-               if res.get("ood") else {}), "seconds": round(res.get("seconds", 0), 1)}
+               if res.get("ood") else {}),
+            **{name: round(v, 5) for split, name in (("dev", "full_dev_f1"), ("test", "test_f1"))
+               if (v := predicted(split)(res)) is not None}, "seconds": round(res.get("seconds", 0), 1)}
 
 
 def ood_constant(args, done):
@@ -343,17 +367,7 @@ def compare_table(summary, epochs, regimes, constant=None, seeds=None):
     the scores and paired differences, the tasks where fine-tuning learns and overfits apart from the rest;
     then dev loss per epoch."""
     lines = [f"{seeds}, each one shared by every arm of a task", ""] if seeds else []
-    lines += ["regime check, from the fine-tuning runs alone: learns = mean dev at least "
-             f"{100 * LEARN_MARGIN:g} points above the best constant prediction and every seed above it; overfits = "
-             f"in more than half the seeds, dev loss ends {100 * OVERFIT_RISE:g}% above its lowest while train loss "
-             "ends below its value there", "",
-             "| task | constant prediction | fine-tuning: mean, lowest seed | learns | overfitting seeds | verdict |",
-             "|---|---|---|---|---|---|"]
-    yes = {True: "yes", False: "no", None: "–"}
-    for task, g in regimes.items():
-        t = data.get_task(task)
-        lines.append(f"| {t.name} ({t.metrics[0]}) | {num(g['baseline'])} | {num(g['mean'])}, {num(g['min'])} "
-                     f"(n={g['n']}) | {yes[g['learns']]} | {g['overfit_seeds']} of {g['n']} | {g['verdict']} |")
+    lines += regime_table(regimes)
     head = ["| task | method | mean ± sd | minus fine-tuning [95% CI] | wins/ties/losses | seeds to resolve |",
             "|---|---|---|---|---|---|"]
 
@@ -377,10 +391,32 @@ def compare_table(summary, epochs, regimes, constant=None, seeds=None):
     if rest:
         lines += ["", "Not informative at this scale (fine-tuning did not both learn and overfit, or has not "
                   "finished): no evidence for or against AD-DROP", ""] + head + [row(r) for r in rest]
-    lines += ["", "dev loss per epoch, mean over seeds (fine-tuning), and the paired difference from fine-tuning "
-              "(the other arms; below 0: lower dev loss), over the seeds that reached the epoch (– where no "
-              "fine-tuning seed did); last column: dev - train loss at the last epoch",
-              "", "| task | method | dev loss by epoch | dev - train loss |", "|---|---|---|---|"]
+    return lines + [""] + loss_table(epochs)
+
+
+def regime_table(regimes):
+    """The regime check per task (task -> regime_check's answer), as Markdown lines."""
+    lines = ["regime check, from the fine-tuning runs alone: learns = mean dev at least "
+             f"{100 * LEARN_MARGIN:g} points above the best constant prediction and every seed above it; overfits = "
+             f"in more than half the seeds, dev loss ends {100 * OVERFIT_RISE:g}% above its lowest while train loss "
+             "ends below its value there", "",
+             "| task | constant prediction | fine-tuning: mean, lowest seed | learns | overfitting seeds | verdict |",
+             "|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "no", None: "–"}
+    for task, g in regimes.items():
+        t = data.get_task(task)
+        lines.append(f"| {t.name} ({t.metrics[0]}) | {num(g['baseline'])} | {num(g['mean'])}, {num(g['min'])} "
+                     f"(n={g['n']}) | {yes[g['learns']]} | {g['overfit_seeds']} of {g['n']} | {g['verdict']} |")
+    return lines
+
+
+def loss_table(epochs):
+    """epoch_rows as Markdown lines: dev loss per epoch of fine-tuning, and of each other arm its paired
+    difference from fine-tuning."""
+    lines = ["dev loss per epoch, mean over seeds (fine-tuning), and the paired difference from fine-tuning "
+             "(the other arms; below 0: lower dev loss), over the seeds that reached the epoch (– where no "
+             "fine-tuning seed did); last column: dev - train loss at the last epoch",
+             "", "| task | method | dev loss by epoch | dev - train loss |", "|---|---|---|---|"]
     by = {}
     for e in epochs:
         by.setdefault((e["task"], e["method"]), []).append(e)
@@ -392,27 +428,33 @@ def compare_table(summary, epochs, regimes, constant=None, seeds=None):
     return lines
 
 
-def figure_columns(done, epochs, regimes):
-    """One figure column per task and per out-of-distribution set: the paired differences of each arm from
-    fine-tuning (points), and for dev the mean dev loss per epoch per arm."""
+def views(task):
+    """What compare's figure shows of a task: (title, metric, score) per column; the first, dev, with its dev loss
+    curves below; then the out-of-distribution set (PAWS test) of a paraphrase task."""
+    t, e = data.get_task(task), data.get_task(OOD.get(task, task))
+    return [(f"{t.name} dev", t.metrics[0], dev_score)] + \
+        ([(f"{t.name}-trained, {e.name} test", e.metrics[0], ood_score)] if task in OOD else [])
+
+
+def figure_columns(done, epochs, regimes, views=views):
+    """One figure column per view of a task (views(task): title, metric, score): the paired differences of each
+    arm from fine-tuning (points), and under the first view the mean dev loss per epoch per arm."""
     columns = []
     for task, by_method in done.items():
-        for evaluated_on, score in [(task, dev_score)] + ([(OOD[task], ood_score)] if task in OOD else []):
+        for i, (title, metric, score) in enumerate(views(task)):
             ft = {s: v for s, res in by_method.get("fine-tuning", {}).items() if (v := score(res)) is not None}
             diffs = {}
             for method, by_seed in by_method.items():
                 if method != "fine-tuning":
                     vals = {s: v for s, res in by_seed.items() if (v := score(res)) is not None}
                     diffs[method] = [vals[s] - ft[s] for s in sorted(set(vals) & set(ft))]
-            t, e = data.get_task(task), data.get_task(evaluated_on)
-            ood = evaluated_on != task
             columns.append({
-                "title": (f"{t.name}-trained, {e.name} test" if ood else f"{t.name} dev") + f": {len(ft)} seeds"
-                         + ("" if regimes[task]["informative"] else "\nnot informative at this scale"),
-                "ylabel": f"{e.metrics[0]} minus fine-tuning\n(points, same seed)", "diffs": diffs,
+                "title": f"{title}: {len(ft)} seeds" + ("" if regimes[task]["informative"] else
+                                                        "\nnot informative at this scale"),
+                "ylabel": f"{metric} minus fine-tuning\n(points, same seed)", "diffs": diffs,
                 "informative": bool(regimes[task]["informative"]),
-                "losses": None if ood else {m: [(x["epoch"], x["dev_loss"]) for x in epochs
-                                                if x["task"] == task and x["method"] == m] for m in by_method}})
+                "losses": None if i else {m: [(x["epoch"], x["dev_loss"]) for x in epochs
+                                              if x["task"] == task and x["method"] == m] for m in by_method}})
     return columns
 
 
@@ -420,13 +462,13 @@ def compare_figure(columns, path, seeds=None):
     """Per column on top the paired differences from fine-tuning, a dot per seed, the mean with its 95% interval,
     and the zero line (greyed where the task is not informative at this scale); below, mean dev loss per epoch.
     seeds (e.g. 'seeds 0-7') heads the title."""
-    plt, fig, axes = plt_figure(2, max(len(columns), 1), figsize=(max(3.8 * len(columns), 5), 6.8), squeeze=False)
+    plt, fig, axes = plt_figure(2, max(len(columns), 1), figsize=(max(3.8 * len(columns), 8), 6.8), squeeze=False)
     rng = np.random.default_rng(0)
     for col, c in enumerate(columns):
         differences_panel(axes[0, col], c, rng)
         losses_panel(axes[1, col], c["losses"], col)
     axes[0, 0].legend(fontsize=8, loc="lower left")
-    fig.suptitle((f"{seeds}: " if seeds else "") + "each arm minus plain fine-tuning on the same seed, at the best "
+    fig.suptitle((f"{seeds}\n" if seeds else "") + "each arm minus plain fine-tuning on the same seed, at the best "
                  "holdout epoch (top);\nmean dev loss per epoch (bottom)", fontsize=10)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)

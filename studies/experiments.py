@@ -1,7 +1,8 @@
 """
-The studies' command line: the paper's analyses in miniature (prior, grid, seeds, figure1) and compare, does
-AD-DROP help, each a sweep of train.run() calls with its tables and figures. How to run them, what each preset
-costs, sharding and resuming: README.md in this folder.
+The studies' command line: the paper's analyses in miniature (prior, grid, seeds, figure1), compare, does
+AD-DROP help, and the preregistered confirmatory study (ner_pilot, then confirm; preregistration.md), each a
+sweep of train.run() calls with its tables and figures. How to run them, what each preset costs, sharding and
+resuming: README.md in this folder.
 
     python studies/experiments.py compare --threads 1 --out runs/cpu     # GLUE from $GLUE_DIR, or --data-dir DATA
 """
@@ -21,12 +22,21 @@ import torch
 
 import checkpoint
 import compare
+import confirm
 import data
 import paper
 import settings
 import state
 from sweep import model_config, setting, sweep, tasks
 
+
+# The confirmatory study's NER runs (preregistration.md, "Settings"), the pilot's and confirm's: the default model's
+# CoNLL-2003 row (settings.py: lr 5e-5, batch 32, max length 256), a seeded random subset of N training sentences
+# (N: the pilot's sizes, or the one the pilot picked), 20% of it held out to pick the epoch; up to 20 epochs,
+# patience 4; dev scored each epoch on a seeded 1000 of its 3,250 sentences (for time: it only describes the run);
+# the full dev and test sets scored once, with the held-out-best epoch's weights (--predict).
+NER = dict(epochs=20, patience=4, lr=5e-5, holdout=0.2, max_len=None, batch_size=None, dev_limit=1000,
+           group_by_length=True, predict=True)
 
 # the miniature (cpu), the paper's scale (gpu), and compare with MiniLM on full data (gpu-minilm); None means
 # train.py's default (Table 4). compare's "tasks" maps each task to its own overrides of the analysis-wide values
@@ -77,6 +87,15 @@ PRESETS = {
         "compare_small": dict(seeds=5, epochs=4, patience=4, lr=1e-4, holdout=0.25, max_len=64, limit=200,
                               dev_limit=200, limit_first=True, tasks={"sst2": {}, "stsb": {}, "rte": {}},
                               methods=["ft", "ga", "rd", "aa"]),
+        # the confirmatory study, preregistration.md: first the NER pilot (fine-tuning on seeds 900 and 901 at
+        # three subset sizes; confirm.pilot_rule picks N), then confirm: SST-2 with the cpu compare's settings
+        # unchanged, seeds 100-123, 4 arms (about 1.6 h as two shards, by the compare's times), then NER at N,
+        # seeds 100-115, 2 arms. Arms are cut before seeds (--methods; RD first).
+        "ner_pilot": dict(task="conll2003", first_seed=900, seeds=2, sizes=[500, 1000, 2000], **NER),
+        "confirm": dict(first_seed=100, methods=["ft", "ga", "gatrain", "rd"], tasks={
+            "sst2": dict(seeds=24, epochs=10, patience=3, lr=3e-5, holdout=0.2, max_len=None, limit=1000,
+                         dev_limit=None, group_by_length=True),
+            "conll2003": dict(seeds=16, methods=["ft", "ga"], limit=None, **NER)}),
     },
     "gpu": {
         "weights": "roberta-base",
@@ -109,9 +128,13 @@ PRESETS = {
 ANALYSES = {"prior": (paper.plan_prior, paper.report_prior), "grid": (paper.plan_grid, paper.report_grid),
             "seeds": (paper.plan_seeds, paper.report_seeds), "figure1": (paper.plan_figure1, paper.report_figure1),
             "compare": (compare.plan_compare, compare.report_compare),
-            "compare_small": (lambda args: compare.plan_compare(args, "compare_small"), compare.report_compare)}
+            "compare_small": (lambda args: compare.plan_compare(args, "compare_small"), compare.report_compare),
+            "ner_pilot": (confirm.plan_pilot, confirm.report_pilot),
+            "confirm": (confirm.plan_confirm, confirm.report_confirm)}
 PAPER = ["prior", "grid", "seeds", "figure1"]  # what `all` runs
-REPEATED = ("seeds", "compare", "compare_small")  # the analyses that repeat their settings over --seeds seeds
+REPEATED = ("seeds", "compare", "compare_small", "ner_pilot", "confirm")  # they repeat settings over --seeds seeds
+ARMED = ("compare", "compare_small", "confirm")  # the analyses with arms (--methods)
+STUDY = ("ner_pilot", "confirm")  # the preregistered study: its tasks are fixed
 
 # -----------------------------------------------------------------------------
 # the command line: every bad value refused by its flag's name, in one line
@@ -185,7 +208,12 @@ def parser():
     ap.add_argument("--epochs", type=POSITIVE, default=None)
     ap.add_argument("--patience", type=POSITIVE, default=None, help="epochs without a better selection metric")
     ap.add_argument("--limit", type=POSITIVE, default=None,
-                    help="N training examples: a stratified sample drawn by the seed (train.py --limit)")
+                    help="N training examples: a stratified sample drawn by the seed (train.py --limit); "
+                         "confirm: SST-2's; ner_pilot: the one size N instead of the preset's")
+    ap.add_argument("--ner-limit", type=POSITIVE, default=None,
+                    help="confirm: N, the NER runs' training sentences (default: what ner_pilot picked in --out)")
+    ap.add_argument("--ner-seeds", type=POSITIVE, default=None,
+                    help="confirm: the NER runs' seeds, from --first-seed on (default 16; --seeds: SST-2's)")
     ap.add_argument("--methods", type=list_of(arm_key), default=None,
                     help=f"compare: the arms, e.g. ft,ga,rdrop (of {', '.join(compare.ARM_NAMES)}; default: the preset's)")
     ap.add_argument("--max-len", type=POSITIVE, default=None)
@@ -197,8 +225,9 @@ def parser():
     ap.add_argument("--values", type=list_of(FRACTION), default=None, help="grid values of p and q, e.g. 0.1,0.5,0.9")
     ap.add_argument("--seeds", type=POSITIVE, default=None,
                     help="seeds, compare: repeat each setting N times, seeds F..F+N-1 (F: --first-seed)")
-    ap.add_argument("--first-seed", type=NATURAL, default=0,
-                    help="seeds, compare: the first seed F of the range (default 0); other seeds' runs in --out are not counted")
+    ap.add_argument("--first-seed", type=NATURAL, default=None,
+                    help="seeds, compare, ner_pilot, confirm: the first seed F of the range (default 0; ner_pilot "
+                         "900, confirm 100); other seeds' runs in --out are not counted")
     ap.add_argument("--shots", type=list_of(SHOTS), default=None, help="seeds: K per class, e.g. 16,64,256 or full")
     ap.add_argument("--p", type=FRACTION, default=None, help="seeds/figure1/compare: p (default: the paper's Table 4)")
     ap.add_argument("--q", type=FRACTION, default=None, help="seeds/figure1/compare: q (default: the paper's Table 4)")
@@ -216,22 +245,29 @@ def parse_args(argv=None):
     ap = parser()
     args = ap.parse_args(argv)
     names = PAPER if args.analysis == "all" else [args.analysis]
+    if args.tasks and names[0] in STUDY:
+        ap.error(f"argument --task: {args.analysis} runs the tasks its preregistration fixes")
     if args.tasks and len(args.tasks) > 1 and not names[0].startswith("compare"):
         ap.error(f"argument --task: {args.analysis} takes one task, not {len(args.tasks)}")
+    for flag in ("ner_limit", "ner_seeds"):
+        if getattr(args, flag) and names[0] != "confirm":
+            ap.error(f"argument --{flag.replace('_', '-')}: only confirm runs NER at a chosen size and seeds")
     for name in names:
         if name not in PRESETS[args.scale]:
             ap.error(f"argument --scale: {args.scale} has no {name} preset; it has "
                      f"{', '.join(k for k in PRESETS[args.scale] if k != 'weights')}")
-    if args.methods and not names[0].startswith("compare"):
-        ap.error(f"argument --methods: only compare has arms, not {args.analysis}")
-    if args.first_seed and not any(name in REPEATED for name in names):
+    if args.methods and names[0] not in ARMED:
+        ap.error(f"argument --methods: only compare and confirm have arms, not {args.analysis}")
+    if args.first_seed is not None and not any(name in REPEATED for name in names):
         ap.error(f"argument --first-seed: {args.analysis} runs one seed (--seed), not a range")
     args.preset = PRESETS[args.scale]
+    args.task_flags = {"conll2003": {"seeds": args.ner_seeds}}  # confirm's NER seeds (sweep.setting)
     for name in (n for n in names if n in REPEATED):
         for task in tasks(args, name):
-            last = args.first_seed + setting(args, name, "seeds", task) - 1
+            first = setting(args, name, "first_seed", task) or 0
+            last = first + setting(args, name, "seeds", task) - 1
             if last >= 2**32:  # train.py takes seeds in [0, 2**32)
-                ap.error(f"argument --first-seed: seeds {args.first_seed} to {last} go past 2**32 - 1, the largest "
+                ap.error(f"argument --first-seed: seeds {first} to {last} go past 2**32 - 1, the largest "
                          "seed train.py takes")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         ap.error(f"argument --out: {args.out} is a file; pass a folder (it is created if missing)")

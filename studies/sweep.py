@@ -38,9 +38,11 @@ def tasks(args, analysis):
 
 
 def setting(args, analysis, key, task=None):
-    """A command-line value where one was given, else the task's value in the preset of --scale, else the
-    analysis's."""
-    v = getattr(args, key, None)
+    """A command-line value for this task alone (args.task_flags: confirm's --ner-seeds), else one for every task,
+    where one was given; else the task's value in the preset of --scale, else the analysis's."""
+    v = getattr(args, "task_flags", {}).get(task, {}).get(key)
+    if v is None:
+        v = getattr(args, key, None)
     if v is not None:
         return v
     preset = args.preset[analysis]
@@ -48,8 +50,10 @@ def setting(args, analysis, key, task=None):
 
 
 def seeds_of(args, analysis, task=None):
-    """The seeds an analysis repeats its settings over: --seeds of them from --first-seed on."""
-    return range(args.first_seed, args.first_seed + setting(args, analysis, "seeds", task))
+    """The seeds an analysis repeats its settings over: --seeds of them from --first-seed on (default: the
+    preset's first_seed, else 0)."""
+    first = setting(args, analysis, "first_seed", task) or 0
+    return range(first, first + setting(args, analysis, "seeds", task))
 
 
 def seed_range(seeds):
@@ -64,7 +68,7 @@ def train_flags(args, analysis, task, **extra):
     """The train.py flags of one run: the analysis's settings for this task, then run-specific ones."""
     flags = {k: setting(args, analysis, k, task) for k in
              ("epochs", "limit", "limit_first", "max_len", "lr", "batch_size", "holdout", "patience", "dtype",
-              "group_by_length")}
+              "group_by_length", "predict")}
     flags.update(task=task, dev_limit=setting(args, analysis, "dev_limit", task) or None, threads=args.threads,
                  weights=args.weights or args.preset["weights"], data_dir=args.data_dir,
                  device=args.device, no_checkpoint=True)

@@ -73,15 +73,19 @@ def test_overfits_on_hand_made_histories():
 
 def test_constant_baseline_is_the_best_constant_prediction():
     """Accuracy: the majority share; F1 of class 1: always answering 1, 2 pos / (n + pos), which beats always 0
-    (F1 0) even where 1 is the minority; Pearson and Matthews: 0. On MRPC's real dev set (279 of 408 paraphrases)
+    (F1 0) even where 1 is the minority; Pearson and Matthews: 0; entity F1 (CoNLL-2003): 0, answering O everywhere
+    (no entity found: metrics.entity_scores gives F1 0). On MRPC's real dev set (279 of 408 paraphrases)
     accuracy's baseline is 68.4%, and no constant prediction does better (checked with metrics.compute_metrics)."""
     assert compare.constant_baseline("sst2", [1, 1, 1, 0]) == 0.75
+    gold = [["B-PER", "I-PER", "O"], ["O", "B-LOC"]]
+    assert compare.constant_baseline("conll2003", gold) == 0.0 == \
+        metrics.compute_metrics("conll2003", [["O"] * len(y) for y in gold], gold)["f1"]
     assert compare.constant_baseline("qqp", [1, 0, 0, 0]) == 0.75  # QQP's first metric is accuracy
     assert compare.constant_baseline("stsb", [0.5, 4.0]) == 0.0 and compare.constant_baseline("cola", [0, 1]) == 0.0
     y = [1, 0, 0, 0, 1]
     f1_always_1 = metrics.compute_metrics("mrpc", [1] * 5, y)["f1"]
     assert f1_always_1 == pytest.approx(2 * 2 / (5 + 2)) and metrics.compute_metrics("mrpc", [0] * 5, y)["f1"] == 0.0
-    monkey = type("T", (), {"metrics": ("f1",)})
+    monkey = type("T", (), {"metrics": ("f1",), "token_level": False})
     with pytest.MonkeyPatch.context() as m:
         m.setattr(data, "get_task", lambda name: monkey)
         assert compare.constant_baseline("any", y) == pytest.approx(f1_always_1)

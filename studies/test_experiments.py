@@ -22,6 +22,7 @@ import torch
 import checkpoint
 import compare
 import data
+import download
 import experiments
 import model as modeling
 import settings
@@ -41,7 +42,7 @@ def tiny_weights(tmp_path_factory):
     """A random 2-layer BERT with the default model's tokenizer: a real weights folder, 100x faster to train.
     The tests that take it train on RTE, so they skip without RTE data (the statistics tests still run)."""
     try:
-        data.ensure_task("rte", DATA_DIR)
+        download.ensure_task("rte", DATA_DIR)
     except Exception as e:  # no GLUE data and no network
         pytest.skip(f"RTE data not available: {e}")
     try:
@@ -453,6 +454,9 @@ def test_tables_only_over_a_folder_of_two_ranges(tiny_config, tmp_path, capsys, 
     (["compare", "--first-seed", str(2**32 - 4), "--seeds", "5"], "--first-seed"),  # seed 2**32: past train.py's
     (["compare", "--first-seed", str(2**32 - 7)], "--first-seed"),  # the preset's 8 seeds: the last is 2**32
     (["grid", "--first-seed", "3"], "--first-seed"),  # grid runs one seed, --seed
+    (["compare", "--ner-limit", "500"], "--ner-limit"), (["ner_pilot", "--ner-seeds", "4"], "--ner-seeds"),
+    (["confirm", "--ner-limit", "0"], "--ner-limit"), (["confirm", "--task", "sst2"], "--task"),
+    (["ner_pilot", "--methods", "ft"], "--methods"), (["confirm", "--scale", "gpu"], "--scale"),
 ])
 def test_bad_flags_are_refused_by_name_in_one_line(argv, flag, capsys):
     """Each bad value stops before any work with exit status 2 and one line that names the flag."""
