@@ -233,6 +233,16 @@ def test_save_every_limits_what_a_kill_loses(setup, uninterrupted):
     assert_same_run(out, uninterrupted)
 
 
+def test_save_every_minutes_saves_inside_the_epoch(setup, tmp_path):
+    """--save-every in minutes ('0.0001m', 6 ms: every step here) saves by the clock: a SIGKILL in the middle of
+    epoch 2 leaves a state inside epoch 2, one step or so behind the kill."""
+    out = tmp_path / "minutes"
+    proc = start(setup, out, *LONG, "--save-every", "0.0001m")
+    signal_at(proc, 40, signal.SIGKILL)
+    saved = torch.load(out / "train_state.pt", weights_only=False)
+    assert saved["in_epoch"]["epoch"] == 2 and 38 <= saved["step"] <= 41
+
+
 def test_torchrun_stops_every_rank_at_one_step_and_resumes(setup):
     """SIGTERM to torchrun, which hands it to its workers, each at its own moment: the ranks agree (a max over
     ranks after every step) and stop after the same step; only rank 0 writes the state, which holds every rank's

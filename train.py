@@ -402,7 +402,7 @@ def predict(j):
             metrics.write_conll_predictions(j.out / name, s.examples, preds)
         elif j.master:
             metrics.write_glue_submission(j.out / name, j.args.task, j.test_index[split], preds)
-        j.say(f"{split}: predictions in {j.out / name}")
+        j.say(f"{split.removesuffix('_all')}: predictions in {j.out / name}")
     return scores
 
 # -----------------------------------------------------------------------------
