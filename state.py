@@ -72,6 +72,9 @@ class StopSignals:
     def __exit__(self, *exc):
         for s, handler in self.old.items():
             signal.signal(s, handler)
+        if self.signum is not None and callable(self.old.get(self.signum)):
+            self.old[self.signum](self.signum, None)  # a signal that came too late to stop the block goes on
+            # to the handler outside it (a sweep's, which then stops before its next run)
 
 # -----------------------------------------------------------------------------
 # one run per folder: two runs writing one --out would interleave their checkpoints, states and metrics

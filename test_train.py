@@ -648,6 +648,20 @@ def test_a_lock_shared_by_two_processes_beats_until_its_holder_dies(tmp_path, mo
     state.unlock_run_dir(handle)
 
 
+def test_a_stop_signal_raises_a_flag_and_one_too_late_goes_on_outward():
+    """Inside `with StopSignals()` SIGTERM and SIGUSR1 only raise a flag (the process goes on); a signal that the
+    block received but did not act on (it arrived after the last step of a run) is handed to the handler outside
+    when the block ends, so a sweep around the run still stops before its next run; outside every block the
+    previous handlers are back."""
+    before = signal.getsignal(signal.SIGTERM)
+    with state.StopSignals() as outer:
+        with state.StopSignals() as inner:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            assert inner.signum == signal.SIGUSR1 and outer.signum is None
+        assert outer.signum == signal.SIGUSR1
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 def test_a_garbled_lock_is_refused_and_release_keeps_a_lock_not_ours(tmp_path):
     """A lock file that is not one (empty, not JSON, no pid) is refused naming it, not guessed at; releasing
     removes the lock only while it is still ours (a run that took the folder over owns it then)."""
