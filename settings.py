@@ -216,6 +216,23 @@ def pick_device(arg, local_rank):
     return device
 
 
+def code_commit():
+    """The git commit of the code, marked -dirty when tracked files differ from it; None outside a checkout."""
+    git = lambda *a: subprocess.run(["git", *a], cwd=Path(__file__).parent, capture_output=True, text=True,
+                                    timeout=10).stdout.strip()
+    try:
+        commit = git("rev-parse", "HEAD") or None
+        if commit and git("status", "--porcelain", "--untracked-files=no"):
+            commit += "-dirty"
+        return commit
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+# read once, when this process imports the code: a sweep that outlives a commit or a `git pull` runs the code
+# it imported, so that is the commit its runs record, not the one HEAD points at when each run starts
+COMMIT = code_commit()
+
+
 def provenance(device, world):
     """What ran this: the same seed on another CPU or torch build is another draw (float sums differ), so
     metrics.json records the machine and build beside the numbers."""
@@ -224,14 +241,6 @@ def provenance(device, world):
         cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    git = lambda *a: subprocess.run(["git", *a], cwd=Path(__file__).parent, capture_output=True, text=True,
-                                    timeout=10).stdout.strip()
-    try:  # the code's commit, marked -dirty when tracked files differ from it
-        commit = git("rev-parse", "HEAD") or None
-        if commit and git("status", "--porcelain", "--untracked-files=no"):
-            commit += "-dirty"
-    except (OSError, subprocess.SubprocessError):
-        commit = None
     return {"cpu": cpu, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "torch": torch.__version__, "threads": torch.get_num_threads(), "processes": world,
-            "python": platform.python_version(), "commit": commit}
+            "python": platform.python_version(), "commit": COMMIT}

@@ -10,6 +10,7 @@ default model's tokenizer, on a small synthetic RTE folder written here, so no t
 """
 
 import errno
+import importlib.util
 import json
 import os
 import random
@@ -395,6 +396,30 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     prov = m["provenance"]  # the same seed on another CPU or torch build is another draw: say what ran it
     assert prov["torch"] == torch.__version__ and prov["threads"] == 1 and prov["processes"] == 1 and prov["cpu"]
     assert prov["commit"] is None or len(prov["commit"].removesuffix("-dirty")) == 40
+
+
+def test_provenance_records_the_commit_the_process_imported(tmp_path):
+    """A sweep outlives commits: its process keeps running the code it imported, so the commit its runs
+    record is read once, at import, not from HEAD when each run starts. Checked on settings.py copied into a
+    throwaway repository: after a new commit there, provenance still names the first one, while a fresh read
+    names the new one, and an uncommitted change to a tracked file reads as -dirty."""
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *a],
+                                    capture_output=True, text=True, check=True).stdout.strip()
+    shutil.copy(Path(settings.__file__), tmp_path / "settings.py")
+    git("init", "-q")
+    git("add", "settings.py")
+    git("commit", "-q", "-m", "first")
+    first = git("rev-parse", "HEAD")
+    spec = importlib.util.spec_from_file_location("settings_in_tmp", tmp_path / "settings.py")
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    assert copy.COMMIT == first
+    (tmp_path / "settings.py").write_text((tmp_path / "settings.py").read_text() + "# changed\n")
+    assert copy.code_commit() == first + "-dirty"
+    git("commit", "-q", "-am", "second")
+    second = git("rev-parse", "HEAD")
+    assert second != first and copy.code_commit() == second
+    assert copy.provenance(torch.device("cpu"), 1)["commit"] == first
 
 
 @pytest.mark.parametrize("argv, message", [

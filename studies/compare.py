@@ -131,7 +131,8 @@ def regime_check(ft, baseline, score, margin=LEARN_MARGIN):
       872 at 51%, 2.3 on MRPC's 408 at 68%): a mean that clears it is not dev-set noise around a constant predictor.
     OVERFITS: more than half of the runs overfit (overfits(): dev loss ends 5% above its lowest while the training
       loss ends below its value there), so that a regulariser has something to correct.
-    A task that fails either is 'not informative at this scale': its rows are reported apart, not as evidence."""
+    A task that fails either is 'not informative at this scale': its rows are reported apart, not as evidence.
+    No finished run, or no baseline (its dev set not found): 'unknown'."""
     scores = {s: score(res) for s, res in ft.items()}
     over = {s: overfits(res["history"]) for s, res in ft.items()}
     n = len(scores)
@@ -141,14 +142,14 @@ def regime_check(ft, baseline, score, margin=LEARN_MARGIN):
     if n == 0:
         return {**out, "label": "unknown", "verdict": "unknown: no fine-tuning run has finished"}
     out["overfits"] = 2 * out["overfit_seeds"] > n
+    if baseline is None:  # a missing file says nothing about the task: no verdict rather than a wrong one
+        return {**out, "label": "unknown", "verdict": "unknown: its dev set could not be read for the constant "
+                                                       "baseline (set GLUE_DIR or --data-dir)"}
     why = [] if out["overfits"] else [f"does not overfit: {out['overfit_seeds']} of {n} seeds"]
-    if baseline is None:
-        why.insert(0, "the dev set could not be read for the constant baseline")
-    else:
-        out["learns"] = out["mean"] >= baseline + margin and out["min"] > baseline
-        if not out["learns"]:
-            why.insert(0, f"does not learn: mean {fmt(out['mean'])}, lowest seed {fmt(out['min'])}, "
-                          f"constant prediction {fmt(baseline)}")
+    out["learns"] = out["mean"] >= baseline + margin and out["min"] > baseline
+    if not out["learns"]:
+        why.insert(0, f"does not learn: mean {fmt(out['mean'])}, lowest seed {fmt(out['min'])}, "
+                      f"constant prediction {fmt(baseline)}")
     out["informative"] = not why
     label = "informative" if not why else "not informative at this scale"
     return {**out, "label": label, "verdict": label + (f" ({'; '.join(why)})" if why else "")}
@@ -200,7 +201,8 @@ def dev_baseline(args, analysis, task):
         return constant_baseline(task, [])
     try:
         dev = data.load_split(task, "dev", data.resolve_data_dir(args.data_dir))
-    except data.DataError:
+    except data.DataError as e:
+        print(f"warning: {task}: no regime check without its dev set: {e}", file=sys.stderr)
         return None
     limit = setting(args, analysis, "dev_limit", task)
     if limit and setting(args, analysis, "limit_first", task):

@@ -85,7 +85,8 @@ def decide(rows):
     """Holm over the rows with a p-value, then each row's decision as the preregistration words it:
     supported (rejected, the expected sign; H3 and H4, with no expected sign, say which arm is above),
     reversed (rejected, the other sign), not decided (not rejected); a task that fails the regime check is
-    'not informative at this scale' whatever the test says (test_decision keeps that)."""
+    'not informative at this scale' whatever the test says (test_decision keeps that), and one whose check
+    cannot be made yet (no fine-tuning run, or no dev set) says so beside the test's decision."""
     for row, h in zip(rows, holm([r["p"] for r in rows])):
         row.update(holm_level=h["level"], holm_p=h["adjusted"], rejected=h["rejected"])
         if h["rejected"] is None:
@@ -96,8 +97,12 @@ def decide(rows):
             row["test_decision"] = f"supported ({row['arm']} {'above' if row['mean'] > 0 else 'below'})"
         else:
             row["test_decision"] = "supported" if row["mean"] * row["expected"] > 0 else "reversed"
-        informative = row["regime"] != "not informative at this scale"
-        row["decision"] = row["test_decision"] if informative else "not informative at this scale"
+        if row["regime"] == "not informative at this scale":
+            row["decision"] = row["regime"]
+        elif row["regime"] == "unknown" and h["rejected"] is not None:  # data, but no regime check yet
+            row["decision"] = f"regime unknown; by the test alone: {row['test_decision']}"
+        else:
+            row["decision"] = row["test_decision"]
     return rows
 
 # -----------------------------------------------------------------------------

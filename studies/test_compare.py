@@ -138,3 +138,5 @@ def test_regime_check_on_hand_made_results(scores, overfit, learns, overfits):
         assert g["verdict"].startswith("not informative at this scale (")
         assert ("does not learn" in g["verdict"]) == (not learns) and ("does not overfit" in g["verdict"]) == (not overfits)
     assert compare.regime_check({}, 0.51, compare.dev_score)["label"] == "unknown"
+    g = compare.regime_check(results(scores, overfit), None, compare.dev_score)  # the dev set was not found
+    assert g["label"] == "unknown" and g["informative"] is None and "dev set could not be read" in g["verdict"]

@@ -156,6 +156,18 @@ def test_a_task_that_fails_the_regime_check_is_not_informative():
     assert rows[3]["decision"] == "not informative at this scale" and rows[3]["test_decision"] == "not decided"
     assert rows[3]["rejected"] is not None and rows[0]["decision"] == "supported"
 
+
+def test_a_task_whose_regime_cannot_be_checked_gets_no_decision_of_its_own():
+    """SST-2's dev set not found (tables built without GLUE_DIR): its regime is unknown, not 'not
+    informative', and H1-H3 say so beside what the test alone gives; H4, its task checked, keeps its decision."""
+    done = hand_made(np.random.default_rng(0))
+    regimes = {"sst2": compare.regime_check(done["sst2"]["fine-tuning"], None, compare.dev_score),
+               "conll2003": compare.regime_check(done["conll2003"]["fine-tuning"], 0.0, compare.dev_score)}
+    rows, _ = confirm.study_rows(done, {}, regimes, {t: range(100, 106) for t in done}, path="/nonexistent")
+    assert [r["decision"] for r in rows] == [f"regime unknown; by the test alone: {r['test_decision']}"
+                                             for r in rows[:3]] + ["not decided"]
+    assert rows[0]["test_decision"] == "supported"
+
 # -----------------------------------------------------------------------------
 # the NER pilot's rule
 
