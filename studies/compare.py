@@ -438,6 +438,13 @@ def views(task):
         ([(f"{t.name}-trained, {e.name} test", e.metrics[0], ood_score)] if task in OOD else [])
 
 
+def regime_note(regime):
+    """The line under a panel's title: nothing for an informative task, else what the regime check said."""
+    if regime["label"] == "unknown":
+        return "\nregime unknown: " + ("no fine-tuning run yet" if regime["n"] == 0 else "dev set not read")
+    return "" if regime["informative"] else "\nnot informative at this scale"
+
+
 def figure_columns(done, epochs, regimes, views=views):
     """One figure column per view of a task (views(task): title, metric, score): the paired differences of each
     arm from fine-tuning (points), and under the first view the mean dev loss per epoch per arm."""
@@ -451,8 +458,7 @@ def figure_columns(done, epochs, regimes, views=views):
                     vals = {s: v for s, res in by_seed.items() if (v := score(res)) is not None}
                     diffs[method] = [vals[s] - ft[s] for s in sorted(set(vals) & set(ft))]
             columns.append({
-                "title": f"{title}: {len(ft)} seeds" + ("" if regimes[task]["informative"] else
-                                                        "\nnot informative at this scale"),
+                "title": f"{title}: {len(ft)} seeds" + regime_note(regimes[task]),
                 "ylabel": f"{metric} minus fine-tuning\n(points, same seed)", "diffs": diffs,
                 "informative": bool(regimes[task]["informative"]),
                 "losses": None if i else {m: [(x["epoch"], x["dev_loss"]) for x in epochs

@@ -140,3 +140,7 @@ def test_regime_check_on_hand_made_results(scores, overfit, learns, overfits):
     assert compare.regime_check({}, 0.51, compare.dev_score)["label"] == "unknown"
     g = compare.regime_check(results(scores, overfit), None, compare.dev_score)  # the dev set was not found
     assert g["label"] == "unknown" and g["informative"] is None and "dev set could not be read" in g["verdict"]
+    notes = [compare.regime_note(compare.regime_check(r, b, compare.dev_score))  # a figure panel's second line
+             for r, b in ((results(scores, overfit), 0.51), ({}, 0.51), (results(scores, overfit), None))]
+    assert notes == ["" if learns and overfits else "\nnot informative at this scale",
+                     "\nregime unknown: no fine-tuning run yet", "\nregime unknown: dev set not read"]
