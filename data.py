@@ -340,6 +340,20 @@ def k_shot(examples, k, seed):
     return [examples[i] for i in rng.permutation(chosen).tolist()]
 
 
+def k_shot_split(examples, k, seed):
+    """The few-shot convention of LM-BFF (Gao et al. 2021): k training examples per class, exactly those of
+    k_shot(examples, k, seed), and k other examples per class held out to pick the epoch, drawn from the rest
+    with their own stream (seed, 2). Returns (train, holdout)."""
+    train = k_shot(examples, k, seed)
+    taken = {id(e) for e in train}  # by identity: SST-2 repeats some sentences, and each copy is its own example
+    rest = [e for e in examples if id(e) not in taken]
+    try:
+        return train, k_shot(rest, k, [seed, 2])
+    except DataError:
+        raise DataError(f"--shots {k} --shots-holdout: a class has fewer than {2 * k} training examples, "
+                        f"too few for {k} to train on and {k} to hold out") from None
+
+
 def _strata(examples):
     """The stratum of each example, for stratified sampling: its class, or for regression (STS-B) the quintile
     of its score (0-4, by rank). A token task's example has a tag per word and no class: one stratum."""

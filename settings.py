@@ -50,7 +50,7 @@ SETTINGS["conll2003"] = {"bert": NER, "roberta": NER, "electra": {**NER, "epochs
 FIRST_LAYER_TASKS = ("sst2", "mnli", "qnli", "qqp", "stsb")
 # flags that may differ between a run and its --resume without changing what is trained
 RESUME_FREE = ("out", "resume", "log_interval", "threads", "data_dir", "device", "epochs", "no_checkpoint", "predict",
-               "save_every")
+               "save_every", "no_epoch_state")
 
 
 
@@ -85,9 +85,20 @@ def parse_args(argv=None, description=None):
                     "stratified by class and fixed by --seed (every method under one seed sees the same sample)")
     ap.add_argument("--dev-limit", type=int, default=None, help="score on a random, stratified sample of N dev examples")
     ap.add_argument("--limit-first", action="store_true", help="--limit and --dev-limit take the FIRST N rows instead "
-                    "(how runs before the random sample were made; GLUE files are ordered, so this is no sample)")
+                    "(compare_small's runs are made so; GLUE files are ordered, so this is no sample)")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 can be faster on a busy machine)")
     ap.add_argument("--shots", type=int, default=None, help="few-shot: K training examples per class")
+    ap.add_argument("--shots-holdout", action="store_true", help="with --shots K: K other examples per class, drawn "
+                    "by --seed, are held out to pick the epoch (LM-BFF's few-shot convention); dev is only reported")
+    ap.add_argument("--dev-once", action="store_true", help="score dev once, at the end, with the weights of the "
+                    "held-out-best epoch, instead of every epoch (needs --holdout or --shots-holdout)")
+    ap.add_argument("--tie-break", choices=("first", "loss"), default="first", help="between epochs with the same "
+                    "selection metric: the first one keeps its place (default), or the one with the lower loss on "
+                    "the selecting split wins")
+    ap.add_argument("--no-epoch-state", action="store_true", help="do not write the training state after every "
+                    "epoch (runs of many tiny epochs); --save-every and a stop signal still write it")
+    ap.add_argument("--impl", action="append", default=[], metavar="FILE", help="train with a student's model.py "
+                    "or addrop.py (the exercises, e.g. exercises/addrop.py) in place of the real one; repeatable")
     ap.add_argument("--log-interval", type=int, default=20, help="steps between log lines")
     ap.add_argument("--no-checkpoint", action="store_true", help="keep only metrics.json (sweeps)")
     ap.add_argument("--predict", action="store_true", help="at the end, with the best epoch's weights: GLUE's "
@@ -154,6 +165,12 @@ def check_args(args, bad):
         bad(f"--ood {args.ood!r}: the one out-of-distribution set is paws")
     if args.ood and args.task not in ("mrpc", "qqp"):
         bad(f"--ood paws: PAWS is paraphrase identification; use it with --task mrpc or qqp, not {args.task}")
+    if args.shots_holdout and not args.shots:
+        bad("--shots-holdout: holds out K examples per class of a --shots K run; pass --shots K")
+    if args.shots_holdout and args.holdout:
+        bad("--shots-holdout and --holdout: choose one way to hold out the examples that pick the epoch")
+    if args.dev_once and not (args.holdout or args.shots_holdout):
+        bad("--dev-once: dev must not pick the epoch it is scored at; pass --holdout F or --shots K --shots-holdout")
     if args.shots and args.task in data.TASKS and data.TASKS[args.task].token_level:
         bad(f"--shots: few-shot sampling draws K examples per class; {args.task} labels tokens, not sentences")
     if args.attribution not in addrop.ATTRIBUTIONS:
@@ -185,6 +202,22 @@ def check_args(args, bad):
     for parent in out.parents:  # nearest first; under a file, mkdir would fail with NotADirectoryError
         if parent.exists() and not parent.is_dir():
             bad(f"{flag}: {parent} is a file, so no folder can be made under it; pass another --out")
+
+
+def parse_layers(spec, L):
+    """--layers: 'first' -> [0]; 'all' -> 0..L-1; '0,3,5' -> [0, 3, 5]. Raises naming a bad index."""
+    if spec == "first":
+        return [0]
+    if spec == "all":
+        return list(range(L))
+    try:
+        layers = sorted({int(s) for s in str(spec).split(",")})
+    except ValueError:
+        raise ValueError(f"--layers {spec!r}: expected 'first', 'all' or comma-separated indices") from None
+    bad = [l for l in layers if not 0 <= l < L]
+    if bad:
+        raise ValueError(f"--layers {spec!r}: index {bad[0]} out of range for a model with {L} layers (0..{L - 1})")
+    return layers
 
 
 def settings_row(task, weights_arg, model_type):

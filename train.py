@@ -33,6 +33,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
+import impl
+impl.from_argv(sys.argv[1:] if __name__ == "__main__" else [])  # a student's model.py/addrop.py, before the real ones
+
 import addrop
 import checkpoint
 import data
@@ -78,7 +81,8 @@ class Job:
     history: list = field(default_factory=list)  # one record per finished epoch
     best: float = -math.inf      # the best selection metric so far (holdout's, else dev's)
     best_epoch: int = 0          # the epoch that reached it
-    best_weights: dict = None    # its weights, kept in memory when --predict or --ood scores them at the end
+    best_weights: dict = None    # its weights, kept in memory when --predict, --ood or --dev-once score them at the end
+    dev_at_best: dict = field(default_factory=dict)  # --dev-once: dev's loss and metrics with those weights
     first_epoch: int = 1         # where the loop starts (after --resume, the epoch after the saved one)
     partial: tuple = None        # after --resume inside an epoch: (batches done, losses, dropped, seconds)
     saved_at: float = field(default_factory=time.time)  # when the training state was last written
@@ -106,7 +110,7 @@ class Job:
 
     @property
     def keep_best(self):  # the best epoch's weights are scored again at the end
-        return bool(self.args.predict or self.args.ood)
+        return bool(self.args.predict or self.args.ood or self.args.dev_once)
 
     def say(self, *a, **k):
         if self.master:
@@ -306,7 +310,8 @@ def epoch_record(j, epoch, adrop, losses, dropped, t0):
         dist.all_reduce(dropped)
         dropped /= j.world
     train_loss = losses.mean().item()
-    dev_loss, scores, _ = evaluate(j, j.splits["dev"])
+    # --dev-once: dev is scored at the end only, with the held-out-best weights (finish)
+    dev_loss, scores, _ = (math.nan, {}, None) if j.args.dev_once else evaluate(j, j.splits["dev"])
     rec = {"epoch": epoch, "kind": "AD-DROP" if adrop else "plain", "train_loss": train_loss,
            "dev_loss": dev_loss, "dropped": (dropped / len(losses)).item() if adrop else 0.0, **scores}
     if j.splits["holdout"].y:
@@ -324,8 +329,9 @@ def save_epoch(j, rec):
     j.history.append(rec)
     if not math.isfinite(rec["train_loss"]):
         raise Diverged(f"error: epoch {epoch}: training loss is {rec['train_loss']}; try a smaller --lr")
-    selected = rec.get("holdout_metric", rec["metric"])
-    improved = selected > j.best
+    selected = rec.get("holdout_metric", rec.get("metric"))
+    improved = selected > j.best or (args.tie_break == "loss" and selected == j.best and
+                                     selection_loss(rec) < selection_loss(j.history[j.best_epoch - 1]))
     if improved:
         j.best, j.best_epoch = selected, epoch
         if j.keep_best:
@@ -335,18 +341,26 @@ def save_epoch(j, rec):
         checkpoint.save_pretrained(j.net, j.out, {"task": args.task, "id2label": dict(enumerate(labels)),
                                                   "label2id": {t: i for i, t in enumerate(labels)}})
         copy_tokenizer(j.weights, j.out)
-    state.save(j)
+    if not args.no_epoch_state:
+        state.save(j)
     if j.master:
         write_json(j.out / "metrics.json", summary(j, finished=False))
     name, hold = j.task.metrics[0], "holdout_metric" in rec
-    j.say(f"epoch {epoch} ({rec['kind']}) | train loss {rec['train_loss']:.4f} | dev loss {rec['dev_loss']:.4f} | "
-          f"dev {name} {rec['metric']:.4f}" + (f" | holdout {name} {selected:.4f}" if hold else "")
+    dev = "" if args.dev_once else f" | dev loss {rec['dev_loss']:.4f} | dev {name} {rec['metric']:.4f}"
+    j.say(f"epoch {epoch} ({rec['kind']}) | train loss {rec['train_loss']:.4f}{dev}"
+          + (f" | holdout loss {rec['holdout_loss']:.4f} | holdout {name} {selected:.4f}" if hold else "")
           + f"{' *' if improved else ''} | dropped {rec['dropped']:.1%} | {rec['seconds']:.1f} s", flush=True)
     return improved
 
 
+def selection_loss(rec):
+    """--tie-break loss: between epochs of equal selection metric, the lower loss on the selecting split wins."""
+    return rec.get("holdout_loss", rec["dev_loss"])
+
+
 def summary(j, finished):
-    dev_at_best = next(h["metric"] for h in j.history if h["epoch"] == j.best_epoch)
+    dev_at_best = j.dev_at_best.get("metric") if j.args.dev_once else \
+        next(h["metric"] for h in j.history if h["epoch"] == j.best_epoch)
     return {"args": vars(j.args), "lr": j.lr, "epochs": j.epochs, "batch_size": j.batch_size, "max_len": j.max_len,
             "layers": j.layers, "world_size": j.world, "selection": "holdout" if j.splits["holdout"].y else "dev",
             "best_metric": j.best, "best_epoch": j.best_epoch, "dev_at_best": dev_at_best,
@@ -362,10 +376,14 @@ def finish(j):
         sys.exit("error: no training step ran (is the training set empty?)")
     extra = {}
     if j.keep_best:
-        if j.best_weights is None:  # resumed from a state written before states kept them
-            sys.exit(f"error: --predict/--ood: {j.out / state.STATE} holds no best-epoch weights (an older state); "
-                     "rerun without --resume")
+        if j.best_weights is None:  # started without --predict/--ood, resumed with one: nothing was kept
+            sys.exit(f"error: --predict/--ood: {j.out / state.STATE} holds no best-epoch weights (the run was "
+                     "started without --predict and --ood, which keep them); rerun without --resume")
         j.net.load_state_dict(j.best_weights)
+    if args.dev_once:
+        dev_loss, scores, _ = evaluate(j, j.splits["dev"])
+        j.dev_at_best = {"loss": dev_loss, **scores}
+        extra["dev_once"] = j.dev_at_best
     if args.ood:
         _, scores, _ = evaluate(j, j.splits["ood"])
         extra["ood"] = {"task": args.ood, **scores}
@@ -420,6 +438,11 @@ def setup(args):
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     task = data.get_task(args.task)
+    for path in args.impl:  # loaded at import from the command line (impl.from_argv); train.run() alone cannot
+        module = sys.modules[Path(path).stem]
+        if Path(module.__file__).resolve() != Path(path).resolve():
+            sys.exit(f"error: --impl {path}: {Path(path).stem} here is {module.__file__}; --impl takes effect on "
+                     "train.py's command line (python train.py ... --impl FILE), before anything imports the real one")
     weights = checkpoint.resolve_weights(args.weights)
     net = checkpoint.from_pretrained(weights, data.num_labels(args.task), token_level=task.token_level).to(device)
     if rank > 0:  # same init on every rank (above); from here each rank draws its own dropout and masks
@@ -431,8 +454,8 @@ def setup(args):
         sys.exit(f"error: --max-len {max_len}: the model's position table holds at most {net.cfg.max_tokens} "
                  f"tokens ({weights / 'config.json'}: max_position_embeddings {net.cfg.max_position_embeddings})")
     try:
-        layers = addrop.parse_layers(args.layers or ("first" if args.task in settings.FIRST_LAYER_TASKS else "all"),
-                                     net.cfg.num_hidden_layers)
+        layers = settings.parse_layers(args.layers or ("first" if args.task in settings.FIRST_LAYER_TASKS else "all"),
+                                       net.cfg.num_hidden_layers)
     except ValueError as e:
         sys.exit(f"error: {e}")
     say = print if rank == 0 else (lambda *a, **k: None)
@@ -451,7 +474,8 @@ def setup(args):
         f"AD-DROP p={args.p} q={args.q} {args.attribution} layers={layers} labels={args.labels}"
         f"{' low' if args.drop_low else ''}{'' if args.no_cross_tuning else ' with cross-tuning'}"
         f"{' first pass in train mode' if args.first_pass == 'train' else ''}")
-    j.say(f"{args.task}: {sizes} examples | {weights} | {device}{f' x {world} processes' if world > 1 else ''} | "
+    j.say("".join(f"--impl: {Path(p).stem} from {p}\n" for p in args.impl) +
+          f"{args.task}: {sizes} examples | {weights} | {device}{f' x {world} processes' if world > 1 else ''} | "
           f"{args.dtype} | lr {lr} batch {batch_size} max_len {max_len} | {what}"
           f"{f' + R-Drop --rdrop {args.rdrop}' if args.rdrop else ''}")
     return j
@@ -465,14 +489,16 @@ def load_data(args, task, weights, cfg, max_len, say=print):
     download.ensure_task(args.task, data_dir)
     train_ex = data.load_split(args.task, "train", data_dir)
     dev_ex = data.load_split(args.task, "dev", data_dir)
-    if args.shots:
+    hold_ex = []
+    if args.shots and args.shots_holdout:  # K per class to train on, K others to pick the epoch
+        train_ex, hold_ex = data.k_shot_split(train_ex, args.shots, args.seed)
+    elif args.shots:
         train_ex = data.k_shot(train_ex, args.shots, args.seed)
     sample = (lambda ex, n, seed: ex[:n]) if args.limit_first else data.subsample
     if args.limit:  # a seeded, stratified random sample: the same for every method under one seed
         train_ex = sample(train_ex, args.limit, args.seed)
     if args.dev_limit:
         dev_ex = sample(dev_ex, args.dev_limit, args.seed)
-    hold_ex = []
     if args.holdout:
         train_ex, hold_ex = data.holdout_split(train_ex, args.holdout, args.seed)
     parts = {"train": train_ex, "holdout": hold_ex, "dev": dev_ex}

@@ -24,6 +24,7 @@ import checkpoint
 import compare
 import confirm
 import data
+import fewshot
 import paper
 import settings
 import state
@@ -96,6 +97,18 @@ PRESETS = {
             "sst2": dict(seeds=24, epochs=10, patience=3, lr=3e-5, holdout=0.2, max_len=None, limit=1000,
                          dev_limit=None, group_by_length=True),
             "conll2003": dict(seeds=16, methods=["ft", "ga"], limit=None, **NER)}),
+        # the few-shot study, preregistration_fewshot.md: first its pilot (fine-tuning only, seeds 950-953, both
+        # learning rates, each run to the larger step budget; fewshot.pilot_rule picks lr, the budget, CoLA's rows
+        # and the seeds), then fewshot: seeds from 200, SST-2 at 16, 64 and 256 examples per class (arms
+        # fine-tuning, GA, RD), CoLA at 64 and 256 where the pilot kept it (fine-tuning, GA). Batch 8, Table 4's
+        # max length (nothing cut, batches grouped by length), Table 4's p and q for BERT (SST-2 0.6/0.8 in the
+        # first layer, CoLA 0.3/0.4 in all), the full dev sets scored once per run.
+        "fewshot_pilot": dict(first_seed=950, seeds=4, lrs=[3e-5, 1e-4], budgets=[256, 512], batch_size=8,
+                              max_len=None, group_by_length=True, dev_limit=None,
+                              tasks={"sst2": dict(shots=[16, 64, 256]), "cola": dict(shots=[64, 256])}),
+        "fewshot": dict(first_seed=200, seeds=48, batch_size=8, max_len=None, group_by_length=True, dev_limit=None,
+                        tasks={"sst2": dict(shots=[16, 64, 256], methods=["ft", "ga", "rd"]),
+                               "cola": dict(shots=[64, 256], methods=["ft", "ga"])}),
     },
     "gpu": {
         "weights": "roberta-base",
@@ -130,11 +143,13 @@ ANALYSES = {"prior": (paper.plan_prior, paper.report_prior), "grid": (paper.plan
             "compare": (compare.plan_compare, compare.report_compare),
             "compare_small": (lambda args: compare.plan_compare(args, "compare_small"), compare.report_compare),
             "ner_pilot": (confirm.plan_pilot, confirm.report_pilot),
-            "confirm": (confirm.plan_confirm, confirm.report_confirm)}
+            "confirm": (confirm.plan_confirm, confirm.report_confirm),
+            "fewshot_pilot": (fewshot.plan_pilot, fewshot.report_pilot),
+            "fewshot": (fewshot.plan_fewshot, fewshot.report_fewshot)}
 PAPER = ["prior", "grid", "seeds", "figure1"]  # what `all` runs
-REPEATED = ("seeds", "compare", "compare_small", "ner_pilot", "confirm")  # they repeat settings over --seeds seeds
-ARMED = ("compare", "compare_small", "confirm")  # the analyses with arms (--methods)
-STUDY = ("ner_pilot", "confirm")  # the preregistered study: its tasks are fixed
+REPEATED = ("seeds", "compare", "compare_small", "ner_pilot", "confirm", "fewshot_pilot", "fewshot")  # they repeat settings over --seeds seeds
+ARMED = ("compare", "compare_small", "confirm", "fewshot")  # the analyses with arms (--methods)
+STUDY = ("ner_pilot", "confirm", "fewshot_pilot", "fewshot")  # the preregistered studies: their tasks are fixed
 
 # -----------------------------------------------------------------------------
 # the command line: every bad value refused by its flag's name, in one line
