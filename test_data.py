@@ -677,6 +677,20 @@ def test_k_shot():
         data.k_shot([Example("a", "b", 1.5)], 1, seed=0)
 
 
+def test_k_shot_split_holds_out_k_other_examples_per_class():
+    """--shots K --shots-holdout: the training part is exactly what --shots K alone draws; the held-out part
+    has K per class, none of them a training example (by identity: a repeated sentence is two examples), and
+    is fixed by the seed; too few examples for both is refused naming both flags."""
+    examples = [Example(f"s{i % 25}", None, i % 2) for i in range(60)]  # every sentence twice or more
+    train, held = data.k_shot_split(examples, 8, seed=3)
+    assert train == data.k_shot(examples, 8, seed=3)
+    assert [e.label for e in held].count(0) == 8 and [e.label for e in held].count(1) == 8
+    assert not {id(e) for e in train} & {id(e) for e in held}
+    assert data.k_shot_split(examples, 8, seed=3)[1] == held and data.k_shot_split(examples, 8, seed=4)[1] != held
+    with pytest.raises(DataError, match="--shots 16 --shots-holdout: a class has fewer than 32"):
+        data.k_shot_split(examples, 16, seed=0)
+
+
 def test_subsample_is_stratified_seeded_and_nested():
     """subsample(examples, n, seed): n distinct examples, in their original order, each class within one example
     of its proportional share n * N_c / N, for every n (the divisor method's bound for two classes; checked here

@@ -12,6 +12,7 @@ default model's tokenizer, on a small synthetic RTE folder written here, so no t
 import errno
 import importlib.util
 import json
+import math
 import os
 import random
 import re
@@ -398,6 +399,50 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     assert prov["commit"] is None or len(prov["commit"].removesuffix("-dirty")) == 40
 
 
+def test_few_shot_run_holds_out_k_per_class_breaks_ties_by_loss_and_scores_dev_once(setup, tmp_path):
+    """The few-shot study's run: --shots 8 --shots-holdout trains on 8 per class and picks the epoch on 8 others
+    per class; --tie-break loss picks, among the epochs of the best held-out accuracy, the one of lowest held-out
+    loss; --dev-once scores dev only at the end, with that epoch's weights: the same number (to 1e-9) as the
+    same run scoring dev every epoch gives at that epoch, since scoring draws no random numbers.
+    --no-epoch-state writes no training state after the epochs."""
+    flags = ["--shots", "8", "--shots-holdout", "--tie-break", "loss", "--epochs", "12", "--patience", "12",
+             "--lr", "1e-3"]
+    once, every = tmp_path / "once", tmp_path / "every"
+    r = train(setup, once, *flags, "--dev-once", "--no-epoch-state", glue="glue_long")
+    train(setup, every, *flags, "--no-checkpoint", glue="glue_long")
+    assert "16 train / 16 holdout / 16 dev examples" in r.stdout and "dev loss" not in r.stdout.split("best")[0]
+    assert not (once / "train_state.pt").exists() and (once / "model.safetensors").is_file()
+    m, ref = metrics(once), metrics(every)
+    hist = m["history"]
+    assert [h["holdout_metric"] for h in hist] == [h["holdout_metric"] for h in ref["history"]]
+    assert all(math.isnan(h["dev_loss"]) and "metric" not in h for h in hist)
+    top = max(h["holdout_metric"] for h in hist)
+    tied = [h for h in hist if h["holdout_metric"] == top]
+    assert m["best_epoch"] == min(tied, key=lambda h: (h["holdout_loss"], h["epoch"]))["epoch"]
+    assert m["best_epoch"] == ref["best_epoch"]
+    assert abs(m["dev_at_best"] - ref["history"][m["best_epoch"] - 1]["metric"]) < 1e-9
+    assert m["dev_once"]["metric"] == m["dev_at_best"] and math.isfinite(m["dev_once"]["loss"])
+
+
+def test_impl_trains_with_the_given_file(setup, tmp_path):
+    """train.py --impl FILE trains with FILE in place of the real module: an addrop.py whose is_addrop_epoch
+    always says no makes every epoch of an AD-DROP run plain, and the run names the file it used. A file of
+    another name is refused in one line naming it."""
+    student = tmp_path / "student" / "addrop.py"
+    student.parent.mkdir()
+    real = (HERE / "addrop.py").read_text()
+    student.write_text(real + "\n\ndef is_addrop_epoch(epoch, cross_tuning=True):\n    return False\n")
+    r = train(setup, tmp_path / "out", "--epochs", "2", "--p", "0.5", "--q", "0.5", "--no-checkpoint",
+              "--impl", str(student))
+    assert f"--impl: addrop from {student}" in r.stdout
+    assert [h["kind"] for h in metrics(tmp_path / "out")["history"]] == ["plain", "plain"]
+    wrong = tmp_path / "answers.py"
+    wrong.write_text(real)
+    r = train(setup, tmp_path / "out2", "--epochs", "1", "--impl", str(wrong), check=False)
+    assert r.returncode == 1 and "--impl " + str(wrong) + ": the file must be named model.py or addrop.py" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_provenance_records_the_commit_the_process_imported(tmp_path):
     """A sweep outlives commits: its process keeps running the code it imported, so the commit its runs
     record is read once, at import, not from HEAD when each run starts. Checked on settings.py copied into a
@@ -441,6 +486,10 @@ def test_provenance_records_the_commit_the_process_imported(tmp_path):
     (["--save-every", "-5"], "argument --save-every: '-5': must be more than 0 steps or minutes"),
     (["--save-every", "0m"], "argument --save-every: '0m': must be more than 0 steps or minutes"),
     (["--save-every", "ten"], "argument --save-every: 'ten': a number of steps (500) or of minutes (10m)"),
+    (["--shots-holdout"], "--shots-holdout: holds out K examples per class of a --shots K run; pass --shots K"),
+    (["--shots", "8", "--shots-holdout", "--holdout", "0.2"], "--shots-holdout and --holdout: choose one"),
+    (["--dev-once"], "--dev-once: dev must not pick the epoch it is scored at"),
+    (["--tie-break", "last"], "argument --tie-break: invalid choice: 'last'"),
 ])
 def test_new_flags_refused_by_name(capsys, argv, message):
     """The flags this file's features added refuse a bad value in parse_args, in one line naming it."""
