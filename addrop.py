@@ -22,78 +22,61 @@ Token-level tasks (NER, Appendix A) have a logit per token, hence no single F_c~
 differentiate: there the attribution is B_l = -dL/dA_l, L the pseudo loss, the cross-entropy of
 every scored token with its own pseudo label (Appendix A, Eq. 1-2). Only `objective` and
 `pseudo_labels` tell the two kinds apart, by the shape of the logits.
+
+The file reads top-down: first addrop_masks, steps 1-3 for one batch, which train.py calls
+at each AD-DROP step; then the attribution (steps 1-2), the mask (step 3), cross-tuning
+(Algorithm 1), and the variants: integrated gradients, the random baseline, the pseudo loss
+of token tasks.
 """
 
 import torch
 import torch.nn.functional as F
 
-from model import bernoulli  # the gap sampler, shared with the model's ordinary dropout
+from model import bernoulli  # Eq. 7's coin flips, drawn as the model's ordinary dropout draws its own
 
 ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
 FIRST_PASSES = ("eval", "train")  # the first pass in eval mode (ours), or in train mode (the authors' code)
 IGNORE = -100  # a token label that no loss, metric or attribution reads (cross_entropy's ignore_index)
 
 # -----------------------------------------------------------------------------
-# Algorithm 1: which epochs run AD-DROP
+# steps 1-3 for one batch: the entry point
 
-def is_addrop_epoch(epoch, cross_tuning=True):
-    """epoch counts from 1. With cross-tuning, epochs 1, 3, 5, ... fine-tune plainly and
-    epochs 2, 4, 6, ... run AD-DROP; without it (Table 2's ablation) every epoch does."""
-    return epoch % 2 == 0 if cross_tuning else True
+def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False,
+                 first_pass="eval"):
+    """Steps 1-3 for one batch: a list of L masks M_l (B, H, T, T) bool, True where M_l = -inf,
+    for the second forward, None where a layer is not in `layers` (indices, 0 the lowest).
+    p: the candidate fraction, q: the drop probability of a candidate (Eq. 6-7); method: the
+    attribution, "ga", "iga", "aa" or "rd" (ATTRIBUTIONS); gold: attribute the gold labels
+    instead of the pseudo labels (Table 2's ablation); regression: a one-output head (STS-B);
+    m: integrated gradients' steps; low: drop the lowest scores instead (Section 2.2);
+    first_pass: see attribute."""
+    masks = [None] * model.cfg.num_hidden_layers
+    if method == "rd":
+        for l in layers:
+            masks[l] = random_mask(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
+        return masks
+    labels = batch["labels"] if gold else None
+    scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)
+    for l in layers:
+        masks[l] = drop_mask(scores[l], batch["attention_mask"], p, q, low=low)
+    return masks
 
 # -----------------------------------------------------------------------------
 # steps 1-2: attribution
 
-def objective(logits, labels, regression):
-    """The scalar whose gradient is the attribution.
-    Classification: sum_i F_c~i(x_i), the logit of each example's (pseudo) label (Eq. 5).
-    Regression has no label to pick, so it uses the negative loss -L with the gold
-    score (Appendix A). Summing over the batch is harmless: examples do not interact,
-    so d(sum)/dA of example i is example i's own gradient.
-    Token tasks, logits (B, T, K) and labels (B, T): -L, minus the pseudo loss (pseudo_loss)."""
-    if logits.dim() == 3:
-        return -pseudo_loss(logits, labels)
-    if regression:
-        return -0.5 * ((logits.squeeze(-1) - labels) ** 2).sum()
-    return logits.gather(1, labels[:, None]).sum()
-
-
-def pseudo_loss(logits, labels):
-    """Appendix A, Eq. 2: L = -sum_i log P(c~_i | x, i), the cross-entropy of every token i with
-    its pseudo label c~_i, summed over the batch; logits (B, T, K), labels (B, T). Tokens labelled
-    IGNORE (word continuations, special tokens, padding) add nothing. Its gradient is
-        -dL/dA = sum_i sum_c (y_ic - P_ic) dF_ic/dA                                  (Eq. 3)
-    with y_i the one-hot pseudo label: every class c moves P_c~ through the softmax. The paper's
-    Eq. 3 writes only the c = c~ term; autograd gives the whole sum (lesson 15 shows both)."""
-    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
-
-
-def pseudo_labels(logits, batch):
-    """Eq. 4: the predicted class, c~ = argmax of the logits, of each example, or for a token
-    task of each token the task scores (IGNORE kept where the batch's labels have it)."""
-    c = logits.argmax(-1)
-    if logits.dim() == 3:
-        c = c.masked_fill(batch["labels"] == IGNORE, IGNORE)
-    return c
-
-
-def _unmasked_pass(model, batch, labels, dropped_A=False):
-    """Step 1: the first, unmasked forward. Returns logits, labels to attribute (pseudo
-    unless given), and the attention maps."""
-    logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], dropped_A=dropped_A)
-    if labels is None:
-        labels = pseudo_labels(logits, batch)  # Eq. 4
-    return logits, labels, attns
-
-
 def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=None,
               first_pass="eval"):
-    """Attribution scores B_l (B, H, T, T) for each layer index in `layers`.
+    """Attribution scores B_l (B, H, T, T) for each layer index l in `layers`, as a dict
+    {l: B_l}: B_l = dF/dA_l (Eq. 5), F the scalar of `objective`, A_l layer l's attention
+    probabilities as the model hands them out. batch: a dict of (B, T) tensors, input_ids,
+    attention_mask, token_type_ids and labels.
 
     method: "ga" gradient (Eq. 5), "iga" integrated gradient with m steps (Eq. 3),
             "aa" the attention weights themselves (Table 2). (RD needs no scores: random_mask.)
     labels: None for pseudo labels (the paper), or the gold labels (Table 2's ablation).
             Regression always uses the gold score, through the loss.
+    m, ig_budget: integrated gradients' number of steps, and the most attention entries one
+            chunk of its steps may hold (None: a default for the device; see _integrated_gradients).
     first_pass: "eval" (ours): the first pass runs in eval mode, so that the pseudo label is
             the model's actual prediction (Eq. 4) and the attribution is not randomised by
             ordinary dropout; the paper does not say. "train" (the authors' code): dropout on,
@@ -128,13 +111,132 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
         model.train(was_training)  # the authors' code leaves eval mode on after IG: not here
 
 
-def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget):
-    """Eq. 3: B_l = A_l / m * sum_{k=1..m} dF(k/m A_l)/dA_l, one layer scaled at a time,
-    the other layers as they are.
+def _unmasked_pass(model, batch, labels, dropped_A=False):
+    """Step 1: the first, unmasked forward of `batch` (see attribute). Returns the logits, the
+    labels to attribute and the attention maps [A_l (B, H, T, T)] * L. The labels are `labels`
+    as given or, when None, the pseudo labels c~ (Eq. 4, pseudo_labels). dropped_A goes to the
+    model: True hands out each A_l after attention dropout (the authors' first pass)."""
+    logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], dropped_A=dropped_A)
+    if labels is None:
+        labels = pseudo_labels(logits, batch)  # Eq. 4
+    return logits, labels, attns
 
-    Two savings that change no number: the layers below l do not depend on the scale,
-    so their output x_l is computed once and reused for all m steps and all layers; and
-    the m steps run as one batch of m*B examples (in chunks of at most ig_budget
+
+def pseudo_labels(logits, batch):
+    """Eq. 4: the predicted class, c~ = argmax of the logits, of each example, or for a token
+    task of each token the task scores (IGNORE kept where the batch's labels have it)."""
+    c = logits.argmax(-1)
+    if logits.dim() == 3:
+        c = c.masked_fill(batch["labels"] == IGNORE, IGNORE)
+    return c
+
+
+def objective(logits, labels, regression):
+    """F, the scalar whose gradient dF/dA_l is the attribution B_l (Eq. 5).
+    Classification, logits (B, K) and labels (B,): F = sum_i F_c~i(x_i), the sum over the batch
+    of the logit of each example's label c~i (its pseudo label, Eq. 4, or the label given).
+    Regression, logits (B, 1) and labels (B,) the gold scores y_i: there is no label to pick, so
+    F = -L, minus the squared-error loss L = 1/2 sum_i (y^_i - y_i)^2 of the predictions y^_i
+    (Appendix A): positions whose attention lowers the loss score high.
+    Token tasks, logits (B, T, K) and labels (B, T): F = -L, L the pseudo loss (pseudo_loss).
+    Summing over the batch is harmless: examples do not interact, so dF/dA of example i is
+    example i's own gradient."""
+    if logits.dim() == 3:
+        return -pseudo_loss(logits, labels)
+    if regression:
+        return -0.5 * ((logits.squeeze(-1) - labels) ** 2).sum()
+    return logits.gather(1, labels[:, None]).sum()
+
+# -----------------------------------------------------------------------------
+# step 3: the mask (Eq. 6-7)
+
+def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
+    """The sort-threshold-Bernoulli mask of Eq. 6-7, for one layer.
+
+    scores (B, H, T, T) attribution; attention_mask (B, T) 1 real, 0 padding; p the candidate
+    fraction, q the drop probability of a candidate; generator: the random stream of the coin
+    flips (None: torch's default).
+    Returns M (B, H, T, T) as booleans, True where M_l = -inf (the position is dropped)
+    and False where M_l = 0: the same mask at a quarter of the memory (see model.Layer).
+
+    Per row (example, head, query): sort the n real scores ascending into b^ (n is the
+    row's real length: padding keys are never candidates); the candidate region is
+    every position scoring at or above b^[int(n (1 - p))]; each candidate is dropped
+    with probability q (kept where u ~ Bernoulli(1 - q) is 1). Rows of padding queries
+    are left alone (see _real_rows).
+    low=True is the mirror strategy of Section 2.2: candidates are the LOWEST scores.
+
+    Deliberate edge cases:
+    - p = 0: the index is n, past the end: no candidates. p = 1: index 0: all candidates.
+    - int(n (1 - p)) is computed in integers (p to 6 decimals): in floating point
+      10 * (1 - 0.9) is 0.99999..., and int() would give 0 instead of 1.
+    - ties at the threshold are all candidates ("at or above"), as in the authors' code.
+    - q = 0 drops nothing; q = 1 drops every candidate.
+    - a row whose every real key would be dropped would be NaN after softmax (-inf
+      everywhere). Such a row keeps all its keys instead: AD-DROP cannot ask a query to
+      attend to nothing. (The authors' -10000 makes it uniform over padding too.)
+    """
+    B, H, T, _ = scores.size()
+    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
+    n = attention_mask.sum(-1)  # (B,) real lengths
+    if low:
+        scores = -scores
+    idx = n * round((1 - p) * 10**6) // 10**6  # int(n (1 - p)) in exact integers, (B,)
+    count = n - idx  # positions at or above b^[idx] when there are no ties: b^[idx] is the count-th largest
+    k = int(count.max())
+    if k == 0 or q == 0:
+        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
+    # Why it is fast: b^[idx] with one selection (kthvalue) for all rows, not a sort of each. The
+    # order statistic must be the same k-th largest in every row, but each example wants its
+    # own count-th largest real score. So padding sorts below every real key, except the
+    # first k - count padding keys of each example, which sort above: then the k-th largest
+    # of a row is its count-th largest real score. (There are always enough padding keys,
+    # since count grows by at most one per real key.)
+    lift = ~real & ((~real).cumsum(-1) <= (k - count).view(B, 1, 1, 1))  # (B, 1, 1, T)
+    bias = torch.zeros(B, 1, 1, T, dtype=scores.dtype, device=scores.device)
+    bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
+    thr = (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # b^[idx], (B, H, T, 1)
+    drop = scores >= thr  # Eq. 6: s = 0 here, the candidates (none where count = 0: thr is +inf)
+    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: dropped where s = 0 and u = 0
+    return _real_rows(drop, attention_mask)
+
+
+def _real_rows(drop, attention_mask):
+    """What drop_mask and random_mask both do last, in place on drop (B, H, T, T):
+    - only real (query, key) pairs are dropped: padding keys are not candidates, and a
+      padding query's row reaches no real position (every later layer gives it zero
+      weight), so its mask would change nothing: it gets none;
+    - the guard: a row that would lose every real key (all -inf: NaN after softmax) keeps
+      them all instead."""
+    # Why it is fast: the guard's "all" and "and" run on the bytes of the bools, as uint8 min and
+    # multiply: the same values, but torch vectorises those and not the bool forms, 3x faster on a CPU.
+    real = attention_mask.bool()
+    drop &= real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T) real pairs
+    lost = (drop | ~real[:, None, None, :]).view(torch.uint8).amin(-1, keepdim=True)  # (B, H, T, 1) 1: all real keys dropped
+    drop.view(torch.uint8).mul_(1 - lost)  # such rows keep everything
+    return drop
+
+# -----------------------------------------------------------------------------
+# Algorithm 1: which epochs run AD-DROP
+
+def is_addrop_epoch(epoch, cross_tuning=True):
+    """epoch counts from 1. With cross-tuning, epochs 1, 3, 5, ... fine-tune plainly and
+    epochs 2, 4, 6, ... run AD-DROP; without it (Table 2's ablation) every epoch does."""
+    return epoch % 2 == 0 if cross_tuning else True
+
+# -----------------------------------------------------------------------------
+# variants: integrated gradients (Eq. 3), the random baseline (Table 2), token tasks (Appendix A)
+
+def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget):
+    """Eq. 3: B_l = A_l / m * sum_{k=1..m} dF(k/m A_l)/dA_l for each l in `layers`, a right
+    Riemann sum of m steps along the path from 0 to A_l: layer l's attention is scaled by k/m
+    (Layer.forward's `scale`), the other layers run as they are. F is `objective` of the
+    `labels` (None: the pseudo labels of the unscaled forward, Eq. 4) and of `regression`.
+    Returns {l: B_l}.
+
+    Why it is fast: two savings that change no number. The layers below l do not depend on
+    the scale, so their output x_l is computed once and reused for all m steps and all layers;
+    and the m steps run as one batch of m*B examples (in chunks of at most ig_budget
     attention entries, to bound memory). By default chunks are large on a GPU, which needs
     the work to fill it, and small on a CPU, whose cores a single copy already keeps busy:
     there bigger chunks only outgrow the caches (2 steps per chunk ran 1.6x faster than 10,
@@ -174,82 +276,29 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
         scores[l] = attns[l] * total / m
     return scores
 
-# -----------------------------------------------------------------------------
-# step 3: the mask (Eq. 6-7)
-
-def _real_rows(drop, attention_mask):
-    """What drop_mask and random_mask both do last, in place on drop (B, H, T, T):
-    - only real (query, key) pairs are dropped: padding keys are not candidates, and a
-      padding query's row reaches no real position (every later layer gives it zero
-      weight), so its mask would change nothing: it gets none;
-    - the guard: a row that would lose every real key (all -inf: NaN after softmax) keeps
-      them all instead.
-    (The guard's "all" and "and" run on the bytes of the bools, as uint8 min and multiply:
-    the same values, but torch vectorises those and not the bool forms, 3x faster on a CPU.)"""
-    real = attention_mask.bool()
-    drop &= real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T) real pairs
-    lost = (drop | ~real[:, None, None, :]).view(torch.uint8).amin(-1, keepdim=True)  # (B, H, T, 1) 1: all real keys dropped
-    drop.view(torch.uint8).mul_(1 - lost)  # such rows keep everything
-    return drop
-
-
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    """The sort-threshold-Bernoulli mask of Eq. 6-7, for one layer.
-
-    scores (B, H, T, T) attribution; attention_mask (B, T) 1 real, 0 padding.
-    Returns M (B, H, T, T) as booleans, True where M_l = -inf (the position is dropped)
-    and False where M_l = 0: the same mask at a quarter of the memory (see model.Layer).
-
-    Per row (example, head, query): sort the n real scores ascending into b^ (n is the
-    row's real length: padding keys are never candidates); the candidate region is
-    every position scoring at or above b^[int(n (1 - p))]; each candidate is dropped
-    with probability q (kept where u ~ Bernoulli(1 - q) is 1). Rows of padding queries
-    are left alone (see _real_rows).
-    low=True is the mirror strategy of Section 2.2: candidates are the LOWEST scores.
-
-    Deliberate edge cases:
-    - p = 0: the index is n, past the end: no candidates. p = 1: index 0: all candidates.
-    - int(n (1 - p)) is computed in integers (p to 6 decimals): in floating point
-      10 * (1 - 0.9) is 0.99999..., and int() would give 0 instead of 1.
-    - ties at the threshold are all candidates ("at or above"), as in the authors' code.
-    - q = 0 drops nothing; q = 1 drops every candidate.
-    - a row whose every real key would be dropped would be NaN after softmax (-inf
-      everywhere). Such a row keeps all its keys instead: AD-DROP cannot ask a query to
-      attend to nothing. (The authors' -10000 makes it uniform over padding too.)
-    """
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    idx = n * round((1 - p) * 10**6) // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    count = n - idx  # positions at or above b^[idx] when there are no ties: b^[idx] is the count-th largest
-    k = int(count.max())
-    if k == 0 or q == 0:
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    # b^[idx] with one selection (kthvalue) for all rows instead of a full sort of each. The
-    # order statistic must be the same k-th largest in every row, but each example wants its
-    # own count-th largest real score. So padding sorts below every real key, except the
-    # first k - count padding keys of each example, which sort above: then the k-th largest
-    # of a row is its count-th largest real score. (There are always enough padding keys,
-    # since count grows by at most one per real key.)
-    lift = ~real & ((~real).cumsum(-1) <= (k - count).view(B, 1, 1, 1))  # (B, 1, 1, T)
-    bias = torch.zeros(B, 1, 1, T, dtype=scores.dtype, device=scores.device)
-    bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
-    thr = (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # b^[idx], (B, H, T, 1)
-    drop = scores >= thr  # Eq. 6: s = 0 here, the candidates (none where count = 0: thr is +inf)
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: dropped where s = 0 and u = 0
-    return _real_rows(drop, attention_mask)
-
 
 def random_mask(attention_mask, H, p, q, generator=None):
     """RD, Table 2's random baseline: the candidate region is a random p-fraction of each row
     and each candidate is dropped with probability q, so every real key is dropped
     independently with probability p * q (as the authors' code does). Needs no first pass
-    and no selection. Same shape, values and guard as drop_mask."""
+    and no selection. attention_mask (B, T) 1 real, 0 padding; H the number of heads;
+    generator as in drop_mask. Same shape, values and guard as drop_mask."""
     B, T = attention_mask.size()
     return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)
 
+
+def pseudo_loss(logits, labels):
+    """Appendix A, Eq. 2: L = -sum_i log P(c~_i | x, i), the cross-entropy of every token i with
+    its pseudo label c~_i, summed over the batch; logits (B, T, K), labels (B, T). Tokens labelled
+    IGNORE (word continuations, special tokens, padding) add nothing. Its gradient is
+        -dL/dA = sum_i sum_c (y_ic - P_ic) dF_ic/dA                                  (Eq. 3)
+    with F_i token i's logits, P_i = softmax(F_i) its probabilities and y_i its one-hot pseudo
+    label: every class c moves P_c~ through the softmax. The paper's
+    Eq. 3 writes only the c = c~ term; autograd gives the whole sum (lesson 15 shows both)."""
+    return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="sum")
+
+# -----------------------------------------------------------------------------
+# a measure for the log
 
 def dropped_fraction(masks, attention_mask):
     """The fraction of (real query, real key) positions dropped over the masked layers,
@@ -260,37 +309,3 @@ def dropped_fraction(masks, attention_mask):
     dropped = sum(M.count_nonzero() for M in Ms)  # masks drop real (query, key) pairs only
     n = attention_mask.sum(-1)
     return dropped / ((n * n).sum() * Ms[0].size(1) * len(Ms))
-
-# -----------------------------------------------------------------------------
-# steps 1-3 together
-
-def parse_layers(spec, L):
-    """'first' -> [0]; 'all' -> 0..L-1; '0,3,5' -> [0, 3, 5]. Raises naming a bad index."""
-    if spec == "first":
-        return [0]
-    if spec == "all":
-        return list(range(L))
-    try:
-        layers = sorted({int(s) for s in str(spec).split(",")})
-    except ValueError:
-        raise ValueError(f"--layers {spec!r}: expected 'first', 'all' or comma-separated indices") from None
-    bad = [l for l in layers if not 0 <= l < L]
-    if bad:
-        raise ValueError(f"--layers {spec!r}: index {bad[0]} out of range for a model with {L} layers (0..{L - 1})")
-    return layers
-
-
-def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False,
-                 first_pass="eval"):
-    """Steps 1-3 for one batch: a list of L masks for the second forward (None where a
-    layer is not selected)."""
-    masks = [None] * model.cfg.num_hidden_layers
-    if method == "rd":
-        for l in layers:
-            masks[l] = random_mask(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
-        return masks
-    labels = batch["labels"] if gold else None
-    scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)
-    for l in layers:
-        masks[l] = drop_mask(scores[l], batch["attention_mask"], p, q, low=low)
-    return masks

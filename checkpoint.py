@@ -14,7 +14,7 @@ import importlib.util
 import json
 import os
 import re
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import torch
@@ -90,8 +90,7 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32, token_level=Fa
     # reverse) means something else, even where its shape fits: it is left out and the head starts fresh
     heads = [a for a in json.loads((d / "config.json").read_bytes()).get("architectures") or [] if isinstance(a, str)]
     other_head = heads and not any(a.endswith(HEAD_NAMES[token_level]) for a in heads)
-    with torch.device("meta"):  # shapes only: nothing is allocated
-        shapes = {name: p.shape for name, p in model.Model(cfg, num_labels, token_level).state_dict().items()}
+    shapes = _shapes(cfg, num_labels, token_level)
     path = d / "model.safetensors"
     with _open_safetensors(path) as f:
         found = _match_keys(f, shapes, cfg.model_type, other_head, d)
@@ -105,6 +104,24 @@ def from_pretrained(weights_dir, num_labels, dtype=torch.float32, token_level=Fa
             state[name] = t
     net.load_state_dict(state, strict=False)  # copies into the float32 parameters, casting float16/bfloat16
     return net.to(dtype)
+
+
+def _shapes(cfg, num_labels, token_level):
+    """Our parameter name -> its shape, in the model's order, for the model that cfg describes: read off
+    a model built on the meta device (shapes, no memory) with one layer, whose names are repeated for
+    every layer, all alike. Thousands of layers would take a minute to build even on the meta device."""
+    with torch.device("meta"):
+        one = model.Model(replace(cfg, num_hidden_layers=1), num_labels, token_level).state_dict()
+    first = "encoder.layers.0."
+    layer = [name for name in one if name.startswith(first)]  # one layer's parameter names, in order
+    shapes = {}
+    for name, p in one.items():
+        if name == layer[0]:  # where layer 0's names stood: every layer's, in order
+            shapes.update({f"encoder.layers.{l}.{n.removeprefix(first)}": one[n].shape
+                           for l in range(cfg.num_hidden_layers) for n in layer})
+        elif name not in layer:
+            shapes[name] = p.shape
+    return shapes
 
 
 def _check_folder(d):

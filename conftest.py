@@ -1,56 +1,135 @@
 """
---impl FILE runs the tests against another implementation of a module, e.g. a student's
-answers to the exercises (see exercises/make.py and README.md, section Exercises):
+--impl FILE runs the lessons against another implementation of a module, e.g. a student's answers
+to the exercises (see exercises/make.py and README.md, section Exercises); --exercise N runs the
+lessons of exercise N alone, with the real code for every other exercise:
 
-    python -m pytest test_addrop.py --impl exercises/addrop.py
-    python -m pytest test_model.py --impl exercises/model.py
+    python -m pytest test_model.py --impl exercises/model.py --exercise 1
+    python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 4
+    python -m pytest test_addrop.py --impl exercises/addrop.py           # every lesson, every exercise yours
 
-FILE is imported as the module of its file name (addrop, model) before any test file is, so a
-test's `import addrop` gets FILE, and so does checkpoint.py's `import model`: from_pretrained
-builds the student's Model. A test that reaches an exercise not written yet fails with
-that exercise's message alone: the traceback through the test would say nothing more.
+FILE is imported as the module of its file name (addrop, model) before any test file is (impl.py,
+which train.py's --impl shares), so a test's `import addrop` gets FILE, and so does checkpoint.py's
+`import model`: from_pretrained builds the student's Model. With --exercise N, every other exercise of FILE is then put back as
+the real function, run in FILE's module: the real attribute calls the student's _unmasked_pass
+when that is exercise N. So each exercise can be done, and checked, alone and in any order, and a
+failure points at the code just written.
+
+What a failure shows, under --impl: a lesson that reaches an exercise not written yet, that
+exercise's message; a check that fails (checks.py), its words after the exercise it checks. No
+traceback: through the test it would say nothing more.
 """
 
 import importlib.util
 import sys
-import traceback
+import types
 from pathlib import Path
 
 import pytest
 
+import checks
+import impl
+
 ROOT = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercises" / "make.py")
+make = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make)
 
 
 def pytest_addoption(parser):
     parser.addoption("--impl", action="append", default=[], metavar="FILE",
                      help="import FILE as the module of its name (addrop.py, model.py) for the tests")
+    parser.addoption("--exercise", type=int, default=None, metavar="N",
+                     help="run only exercise N's lessons, with the real code for every other exercise")
 
 
 def pytest_configure(config):
-    for path in map(Path, config.getoption("impl")):
-        if not path.is_file():
-            raise pytest.UsageError(f"--impl {path}: no such file")
-        if not (ROOT / path.name).is_file():  # else the tests would import the real module, and pass
-            raise pytest.UsageError(f"--impl {path}: the tests import addrop and model; "
-                                    "the file must be named addrop.py or model.py")
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[path.stem] = module
+    n = config.getoption("exercise")
+    if n is not None and n not in make.BY_NUMBER:
+        raise pytest.UsageError(f"--exercise {n}: the exercises are numbered 1 to {len(make.EXERCISES)}")
+    # model.py first: addrop.py imports model, which must then be the student's
+    for path in sorted(map(Path, config.getoption("impl")), key=lambda path: path.name != "model.py"):
         try:
-            spec.loader.exec_module(module)
-        except Exception:  # a syntax error, say: its line, not pytest's internals
-            raise pytest.UsageError(f"--impl {path} does not import:\n{traceback.format_exc(limit=-1)}") from None
+            module = impl.load(path)
+        except impl.ImplError as e:
+            raise pytest.UsageError(str(e)) from None
+        if n is not None:
+            _put_back_real(module, path, n)
+    files = [Path(p).name for p in config.getoption("impl")]
+    if n is not None and files and make.BY_NUMBER[n].file not in files:
+        e = make.BY_NUMBER[n]
+        raise pytest.UsageError(f"--exercise {n} is {e.name} in {e.file}: {make.command(e)}")
+
+
+def _put_back_real(module, path, n):
+    """In the student's module, every exercise of its file but exercise n becomes the real function:
+    the real code object with the student's module as its globals, so that it calls the student's
+    other functions, exercise n among them."""
+    spec = importlib.util.spec_from_file_location("real_" + path.stem, ROOT / path.name)
+    real = importlib.util.module_from_spec(spec)  # the real file, as a module of another name: only its
+    sys.modules[spec.name] = real                 # functions' code is used
+    spec.loader.exec_module(real)
+    for e in make.EXERCISES:
+        if e.file != path.name or e.number == n:
+            continue
+        *outer, name = e.name.split(".")  # "Layer.forward": set on the student's class Layer
+        owner, real_owner = module, real
+        for part in outer:
+            owner, real_owner = getattr(owner, part, None), getattr(real_owner, part)
+        if owner is None or not hasattr(owner, name):
+            raise pytest.UsageError(f"--impl {path} has no {e.name}: it was written from an older "
+                                    f"{path.name}; see exercises/make.py")
+        fn = getattr(real_owner, name)
+        rebound = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__, fn.__closure__)
+        rebound.__kwdefaults__, rebound.__doc__, rebound.__qualname__ = fn.__kwdefaults__, fn.__doc__, fn.__qualname__
+        setattr(owner, name, rebound)
+
+
+def pytest_collection_modifyitems(config, items):
+    """--exercise N: only the lessons of exercise N."""
+    n = config.getoption("exercise")
+    if n is None:
+        return
+    e = make.BY_NUMBER[n]
+    keep = [item for item in items if make.checks(e, item.path.name, getattr(item, "originalname", item.name))]
+    config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+    items[:] = keep
 
 
 def pytest_report_header(config):
     impls = config.getoption("impl")
-    if impls:
-        return "implementations: " + ", ".join(f"{Path(p).stem} from {p}" for p in impls)
+    lines = ["implementations: " + ", ".join(f"{Path(p).stem} from {p}" for p in impls)] if impls else []
+    n = config.getoption("exercise")
+    if n is not None:
+        e = make.BY_NUMBER[n]
+        lines.append(f"exercise {n}: {e.name} ({e.equation}), with the real code for every other exercise")
+    return lines
+
+
+def _exercise(item):
+    """'Exercise N (name)' for the exercise a failure of this lesson points at, or the exercises it
+    may point at when each is the student's (no --exercise); None when the lesson checks none."""
+    n = item.config.getoption("exercise")
+    if n is not None:
+        return f"Exercise {n} ({make.BY_NUMBER[n].name})"
+    files = [Path(p).name for p in item.config.getoption("impl")]
+    found = [e for e in make.EXERCISES
+             if e.file in files and make.checks(e, item.path.name, getattr(item, "originalname", item.name))]
+    if not found:
+        return None
+    if len(found) == 1:
+        return f"Exercise {found[0].number} ({found[0].name})"
+    return (f"Exercise {', '.join(str(e.number) for e in found[:-1])} or {found[-1].number} "
+            f"({', '.join(e.name for e in found)}: run each alone with --exercise N)")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     e = call.excinfo
-    if e is not None and e.errisinstance(NotImplementedError) and str(e.value).startswith("Exercise "):
+    if e is None or not item.config.getoption("impl"):
+        return
+    if e.errisinstance(NotImplementedError) and str(e.value).startswith("Exercise "):
         report.longrepr = e.getrepr(style="value")  # the message, without the traceback
+    elif e.errisinstance(checks.Wrong):
+        who = _exercise(item)
+        report.longrepr = f"{who}: {e.value}" if who else str(e.value)

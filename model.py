@@ -54,26 +54,56 @@ class Config:
         return self.max_position_embeddings
 
 # -----------------------------------------------------------------------------
-# dropout
+# dropout, and the coin flips it draws (shared with AD-DROP's Eq. 7 in addrop.py)
 
 def dropout(x, p, training, rescale=True):
     """Ordinary dropout: each entry of x set to zero with probability p, independently, and the
     rest multiplied by 1 / (1 - p); with rescale=False the caller applies that factor itself,
-    to something smaller (Layer.forward: to A @ v rather than A).
+    to something smaller (Layer.forward: to A @ v rather than A). F.dropout's distribution, from
+    another random stream.
 
-    F.dropout's distribution from another random stream. On a CPU, F.dropout draws one random
-    number per entry (the most expensive op of a step after the matmuls); here the zeros are
-    drawn by their gaps (bernoulli_indices, at the end of this file: a tenth of the numbers at
-    p = 0.1) and written by index into a copy of x: on MiniLM's (B, H, T, T) the draw is 3x
-    faster, forward and backward together 2x. A GPU draws a number per entry at memory speed,
-    and the gap sampler's rounds would wait on it: there F.dropout's own kernel is used. This is
-    the one place that chooses."""
+    Why it is fast: on a CPU, F.dropout draws one random number per entry (the most expensive op
+    of a step after the matmuls); here the zeros are drawn by their gaps (bernoulli_indices,
+    below: a tenth of the numbers at p = 0.1) and written by index into a copy of x: on MiniLM's
+    (B, H, T, T) the draw is 3x faster, forward and backward together 2x. A GPU draws a number
+    per entry at memory speed, and the gap sampler's rounds would wait on it: there F.dropout's
+    own kernel is used. This is the one place that chooses."""
     if not training or p == 0:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p) if rescale else x * torch.empty_like(x).bernoulli_(1 - p)
     dropped = x.flatten().index_fill(0, bernoulli_indices(x.numel(), p, device=x.device), 0).view_as(x)
     return dropped / (1 - p) if rescale else dropped
+
+
+def bernoulli_indices(n, prob, generator=None, device=None):
+    """The flat indices, increasing, at which n independent Bernoulli(prob) draws come out True.
+
+    Why it is fast: instead of one uniform per entry, it draws the GAPS between one True and the
+    next: each gap is Geometric(prob), 1 + floor(log U / log(1 - prob)) with U uniform on (0, 1],
+    so about prob * n uniforms do the work of n (a tenth at p = 0.1). A round draws enough gaps
+    to pass the end about 98 times in 100; when they fall short, the next round starts where
+    they stopped (gaps are memoryless). Above prob = 0.25 one uniform per entry is the cheaper
+    draw, and is used."""
+    if prob > 0.25:
+        return (torch.rand(n, generator=generator, device=device) < prob).nonzero().flatten()
+    found, last = [], -1  # last: index of the last True drawn so far (none yet)
+    while prob > 0 and last < n - 1:
+        mean = (n - 1 - last) * prob  # Trues expected in the rest
+        u = 1 - torch.rand(int(mean + 2 * math.sqrt(mean)) + 1, dtype=torch.float64, generator=generator, device=device)
+        gaps = (u.log() / math.log1p(-prob)).floor().clamp(max=n) + 1  # Geometric(prob), >= 1
+        pos = last + gaps.long().cumsum(0)  # indices of the next Trues, increasing
+        found.append(pos[:int(torch.searchsorted(pos, n))])  # those before the end
+        last = int(pos[-1])
+    return torch.cat(found) if found else torch.zeros(0, dtype=torch.long, device=device)
+
+
+def bernoulli(shape, prob, generator=None, device=None):
+    """A bool tensor of independent Bernoulli(prob) draws: the distribution of
+    torch.rand(shape) < prob, drawn in a fraction of the time when prob is small."""
+    n = math.prod(shape)
+    out = torch.zeros(n, dtype=torch.bool, device=device)
+    return out.index_fill_(0, bernoulli_indices(n, prob, generator, device), True).view(shape)
 
 # -----------------------------------------------------------------------------
 # the encoder
@@ -95,13 +125,20 @@ class Layer(nn.Module):
         self.p = cfg.hidden_dropout_prob
 
     def forward(self, x, pad, M=None, scale=None, first_only=False, dropped_A=False):
-        """x (B, T, C); pad (B, 1, 1, T) additive padding mask; M (B, H, T, T) bool AD-DROP
-        mask, True where M_l = -inf, or None; scale (B, 1, 1, 1) multiplies A (integrated
-        gradients) or None; first_only: only the first token goes on past the attention
-        probabilities (see Encoder.forward); dropped_A: hand out A after attention dropout
-        (the authors' first pass, see addrop.attribute) instead of before it.
-        Returns the new x, (B, T, C) or (B, 1, C), and the attention probabilities A actually
-        used, (B, H, T, T)."""
+        """Eq. 1, A = softmax(q k^T / sqrt(D) + padding mask + M_l), then A v, the output
+        projection and the feed-forward block, each added to its input and normalised.
+
+        x (B, T, C) the layer's input; pad (B, 1, 1, T) the additive padding mask (0 on real
+        keys, -inf on padding); M (B, H, T, T) bool AD-DROP mask, True where M_l = -inf, or None.
+        scale (B, 1, 1, 1) or None: A is multiplied by it, and the product is both used and
+        handed out (integrated gradients, Eq. 3, runs the layer at k/m A).
+        first_only: only the first token goes on past A (see Encoder.forward).
+        In train mode, attention dropout (rate p = attention_probs_dropout_prob) zeroes entries of
+        A and multiplies the rest by 1 / (1 - p). By default it acts where A multiplies v, and A
+        is handed out as Eq. 1 defines it. dropped_A=True hands out the dropped A instead, zeros
+        and rescaled entries, the tensor the authors' first pass differentiates (see
+        addrop.attribute); in eval mode the two are the same.
+        Returns the new x, (B, T, C) or (B, 1, C), and A, (B, H, T, T)."""
         B, T, C = x.size()
         H, D = self.H, C // self.H
         # 1/sqrt(D) goes into q's weights, (C, C), rather than onto the scores, (B, H, T, T)
@@ -259,35 +296,3 @@ class Model(nn.Module):
         h, attns = self.encoder(input_ids, attention_mask, token_type_ids, masks, first_only=self.head.first_only,
                                 dropped_A=dropped_A)
         return self.head(h), attns
-
-# -----------------------------------------------------------------------------
-# random drops by their gaps: ordinary dropout above, and AD-DROP's coin flips (addrop.py) use this sampler
-
-def bernoulli_indices(n, prob, generator=None, device=None):
-    """The flat indices, increasing, at which n independent Bernoulli(prob) draws come out True.
-
-    Instead of one uniform per entry, draw the GAPS between one True and the next: each gap is
-    Geometric(prob), 1 + floor(log U / log(1 - prob)) with U uniform on (0, 1], so about
-    prob * n uniforms do the work of n (a tenth at p = 0.1). A round draws enough gaps to pass
-    the end about 98 times in 100; when they fall short, the next round starts where they
-    stopped (gaps are memoryless). Above prob = 0.25 one uniform per entry is the cheaper draw,
-    and is used."""
-    if prob > 0.25:
-        return (torch.rand(n, generator=generator, device=device) < prob).nonzero().flatten()
-    found, last = [], -1  # last: index of the last True drawn so far (none yet)
-    while prob > 0 and last < n - 1:
-        mean = (n - 1 - last) * prob  # Trues expected in the rest
-        u = 1 - torch.rand(int(mean + 2 * math.sqrt(mean)) + 1, dtype=torch.float64, generator=generator, device=device)
-        gaps = (u.log() / math.log1p(-prob)).floor().clamp(max=n) + 1  # Geometric(prob), >= 1
-        pos = last + gaps.long().cumsum(0)  # indices of the next Trues, increasing
-        found.append(pos[:int(torch.searchsorted(pos, n))])  # those before the end
-        last = int(pos[-1])
-    return torch.cat(found) if found else torch.zeros(0, dtype=torch.long, device=device)
-
-
-def bernoulli(shape, prob, generator=None, device=None):
-    """A bool tensor of independent Bernoulli(prob) draws: the distribution of
-    torch.rand(shape) < prob, drawn in a fraction of the time when prob is small."""
-    n = math.prod(shape)
-    out = torch.zeros(n, dtype=torch.bool, device=device)
-    return out.index_fill_(0, bernoulli_indices(n, prob, generator, device), True).view(shape)

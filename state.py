@@ -256,8 +256,8 @@ def load_state(out, settings, world, device):
         sys.exit(f"error: --resume: {path} is not a training state this script wrote ({type(e).__name__}: {e})")
     diff = [f"--{k.replace('_', '-')} {saved.get(k)!r} then, {v!r} now" for k, v in settings.items() if saved.get(k) != v]
     if "ranks" not in state:
-        sys.exit(f"error: --resume: {path} is a training state of an older version of this script; "
-                 "rerun without --resume")
+        sys.exit(f"error: --resume: {path} holds no per-rank random streams, which this script's states hold; "
+                 "it cannot be continued exactly: rerun without --resume")
     if state["world_size"] != world:
         diff.append(f"{state['world_size']} processes then, {world} now")
     if diff:

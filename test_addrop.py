@@ -5,23 +5,26 @@ Tests for addrop.py, written as a sequence of lessons: read them top to bottom t
     6-9    the mask: sort, threshold, Bernoulli (Eq. 6-7), and what it does to attention (Eq. 1)
     10-14  the rest: cross-tuning, pseudo vs gold labels, regression, the ablations, --layers
     15-17  token-level tasks (NER, Appendix A): one attribution from many outputs, the pseudo loss
+    18     the authors' first pass
 
 Everything runs in float64 on a tiny random model, micrograd-style, and is checked against
-autograd, finite differences or a literal re-implementation of the paper's recipe.
+autograd, finite differences or a literal re-implementation of the paper's recipe. Each check
+(checks.py) says in words what it measured and what it expected.
 
     python -m pytest -q test_addrop.py                  # all lessons (a few seconds on a CPU)
     python -m pytest -q test_addrop.py -k completeness  # one lesson
 
 As exercises: exercises/addrop.py is addrop.py with the core bodies blanked (exercises/make.py
-writes it; README.md, section Exercises, gives their order and tolerances). Fill them in and run
-the lessons on your file:
+writes it; README.md, section Exercises, gives their order). Write them in any order: each is
+checked alone, its lessons run with the real code for every other exercise:
 
-    python -m pytest test_addrop.py --impl exercises/addrop.py -x
+    python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 4
 
 --impl (conftest.py) imports the file as the module of its name before this file is imported,
 so `import addrop` below gets yours (`--impl exercises/model.py` likewise swaps in your model).
 A lesson that reaches a body not written yet fails with that exercise's message alone: its
-number, its equation, and the command that runs only its lessons.
+number, its equation, and the command that runs only its lessons; a wrong answer, with what
+was measured and what was expected.
 """
 
 import math
@@ -31,6 +34,8 @@ import torch
 
 import addrop
 import model
+import settings
+from checks import close, same, true
 
 CFG = dict(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
            intermediate_size=24, max_position_embeddings=32)
@@ -82,6 +87,17 @@ def pseudo_labels(net, batch):
     with torch.no_grad():
         return run(net, batch)[0].argmax(-1)  # Eq. 4
 
+
+def keys(positions):
+    """A set of key positions in words: '0-3, 7', or 'none'."""
+    runs = []
+    for k in sorted(positions):
+        if runs and k == runs[-1][1] + 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
+
 # -----------------------------------------------------------------------------
 # 1-5. attribution
 
@@ -103,9 +119,12 @@ def test_gradient_is_a_finite_difference():
                 scale = torch.ones_like(attns[l])
                 scale[b, h, i, j] = 1 + sign * eps / attns[l][b, h, i, j]
                 F.append(forward_scaled(net, batch, l, scale)[0][b, c[b]])  # example b's own logit
-            fd, g = (F[0] - F[1]) / (2 * eps), B_all[l][b, h, i, j]
-            assert abs(g) > 1e-3  # an entry that matters, so the comparison means something
-            assert abs(fd - g) < 1e-7 * abs(g)
+            fd, g = ((F[0] - F[1]) / (2 * eps)).item(), B_all[l][b, h, i, j].item()
+            at = f"layer {l}, example {b}, head {h}, query {i}, key {j}"
+            close(g, fd, f"B_l = dF/dA_l at {at}, against the central finite difference of example {b}'s "
+                  "pseudo-label logit when that one attention probability moves", rtol=1e-7)
+            true(abs(g) > 1e-3, f"B_l at {at} is {g:.1e}: an entry that matters (above 1e-3) was expected, "
+                 "so that the comparison means something")
 
 
 @pytest.mark.parametrize("training", [True, False])
@@ -119,13 +138,20 @@ def test_one_backward_equals_one_per_layer(training):
     F = logits.gather(1, logits.argmax(-1)[:, None]).sum()
     loop = [torch.autograd.grad(F, attns[l], retain_graph=True)[0] for l in ALL]
     net.train(training)
+    mode = "train" if training else "eval"
     B_all = addrop.attribute(net, batch, ALL, "ga")
     for l in ALL:
-        assert (B_all[l] - loop[l]).abs().max() < 1e-12
+        close(B_all[l], loop[l], f"B_l of layer {l} from attribute (the model in {mode} mode), against "
+              "autograd.grad of F, the sum of the pseudo-label logits in eval mode, with respect to A_l alone",
+              atol=1e-12)
     for method in ("ga", "iga", "aa"):
         addrop.attribute(net, batch, [0, 2], method, m=3)
-        assert all(mod.training == training for mod in net.modules())
-        assert all(p.grad is None for p in net.parameters())
+        modes = {"train" if mod.training else "eval" for mod in net.modules()}
+        true(modes == {mode}, f"attribute(method={method!r}) handed the model back with modules in "
+             f"{' and '.join(sorted(modes))} mode; it came in {mode} mode, and must leave in it")
+        filled = sum(p.grad is not None for p in net.parameters())
+        true(filled == 0, f"attribute(method={method!r}) left .grad set on {filled} parameters; expected none: "
+             "autograd.grad with respect to the attention maps only")
 
 
 def test_integrated_gradients_completeness():
@@ -141,8 +167,13 @@ def test_integrated_gradients_completeness():
     for m in (1, 4, 16, 64):
         B_l = addrop.attribute(net, batch, [l], "iga", m=m)[l]
         errors.append((B_l.sum((1, 2, 3)) - (F1 - F0)).abs().max().item())
-    assert all(later < earlier / 2 for earlier, later in zip(errors, errors[1:])), errors
-    assert errors[-1] < 0.02 * (F1 - F0).abs().max(), errors  # ~1/64 of the path's size
+    said = ", ".join(f"{e:.1e}" for e in errors)
+    true(all(later < earlier / 2 for earlier, later in zip(errors, errors[1:])),
+         f"the completeness error of integrated gradients, max |sum of B_l - (F(A) - F(0))|, at m = 1, 4, 16, 64: "
+         f"{said}; expected it to shrink more than 2x each time m grows 4x")
+    size = (F1 - F0).abs().max().item()
+    true(errors[-1] < 0.02 * size, f"the completeness error at m = 64 is {errors[-1]:.1e}, {errors[-1] / size:.1%} "
+         f"of the path's size max |F(A) - F(0)| = {size:.1e}; expected below 2% (about 1/64)")
 
 
 def test_one_step_integrated_gradient_is_attention_times_gradient():
@@ -153,7 +184,8 @@ def test_one_step_integrated_gradient_is_attention_times_gradient():
     ga = addrop.attribute(net, batch, ALL, "ga")
     iga = addrop.attribute(net, batch, ALL, "iga", m=1)
     for l in ALL:
-        assert (iga[l] - attns[l].detach() * ga[l]).abs().max() < 1e-12
+        close(iga[l], attns[l].detach() * ga[l], f"layer {l}: integrated gradients with m = 1, against "
+              "A_l * dF/dA_l (gradient x input)", atol=1e-12)
 
 
 def plain_integrated_gradients(net, batch, l, m):
@@ -176,7 +208,8 @@ def test_batched_integrated_gradients_equal_the_plain_loop():
     for ig_budget in (2**30, 1):
         fast = addrop.attribute(net, batch, ALL, "iga", m=8, ig_budget=ig_budget)
         for l in ALL:
-            assert (fast[l] - plain[l]).abs().max() < 1e-10
+            close(fast[l], plain[l], f"layer {l}: integrated gradients (m = 8, ig_budget {ig_budget}), against 8 "
+                  f"plain forwards with layer {l}'s A scaled by k/8 and one autograd call each", atol=1e-10)
 
 # -----------------------------------------------------------------------------
 # 6-9. the mask
@@ -187,15 +220,21 @@ def mask_of_row(row, attention_mask, p, q, low=False):
     output reaches no real position, so masking them would change nothing."""
     T, real = len(row), torch.tensor(attention_mask).bool()
     scores = torch.tensor(row, dtype=torch.float64).expand(1, 1, T, T)  # (B=1, H=1, T, T)
-    M = addrop.drop_mask(scores, torch.tensor([attention_mask]), p, q, low=low)[0, 0]  # (T, T)
-    assert not M[~real].any()
+    M = addrop.drop_mask(scores, torch.tensor([attention_mask]), p, q, low=low)
+    true(M.shape == (1, 1, T, T) and M.dtype == torch.bool,
+         f"drop_mask gave a {M.dtype} mask of shape {tuple(M.shape)}; expected torch.bool, (B, H, T, T) = (1, 1, {T}, {T})")
+    M = M[0, 0]  # (T, T)
+    padding = torch.nonzero(M[~real].any(-1)).flatten() + int(real.sum())
+    true(not M[~real].any(), f"drop_mask (p = {p}, q = {q}) dropped keys in the rows of padding queries "
+         f"{keys(padding.tolist())}; expected those rows left alone")
     return M[real]
 
 
 def dropped_keys(M):
     """The set of dropped key positions, the same in every row here."""
     rows = {tuple(torch.nonzero(r).flatten().tolist()) for r in M}
-    assert len(rows) == 1
+    true(len(rows) == 1, f"drop_mask dropped different keys ({'; '.join(keys(r) for r in sorted(rows))}) in rows "
+         "that carry the same scores; expected the same keys in every row")
     return set(rows.pop())
 
 
@@ -213,23 +252,36 @@ def test_mask_by_hand():
     #                                           the query nothing to attend to (a row of -inf is NaN after
     #                                           softmax), so addrop keeps such a row whole: nothing dropped
     row, real = [0.3, 0.9, 0.1, 0.5, 9.0, -9.0], [1, 1, 1, 1, 0, 0]
+    said = "scores 0.3, 0.9, 0.1, 0.5 (keys 4, 5 padding, scored 9 and -9)"
     for p, candidates in [(0, set()), (0.25, {1}), (0.5, {1, 3}), (0.75, {0, 1, 3}), (1.0, set())]:
-        assert dropped_keys(mask_of_row(row, real, p, q=1)) == candidates
-        assert dropped_keys(mask_of_row(row, real, p, q=0)) == set()
+        got = dropped_keys(mask_of_row(row, real, p, q=1))
+        why = ("every real key is a candidate, and a row that would lose them all keeps them all" if p == 1 else
+               "the real keys scoring at or above b^[int(n (1 - p))], each dropped as q = 1")
+        true(got == candidates, f"{said}, p = {p}, q = 1: dropped keys {keys(got)}; expected {keys(candidates)}: {why}")
+        got = dropped_keys(mask_of_row(row, real, p, q=0))
+        true(got == set(), f"{said}, p = {p}, q = 0: dropped keys {keys(got)}; expected none: q = 0 drops nothing")
     # the mirror strategy of Section 2.2 (low=True) takes the LOWEST scores; padding (-9.0) still never
-    assert dropped_keys(mask_of_row(row, real, 0.5, q=1, low=True)) == {0, 2}
+    got = dropped_keys(mask_of_row(row, real, 0.5, q=1, low=True))
+    true(got == {0, 2}, f"{said}, low=True, p = 0.5, q = 1: dropped keys {keys(got)}; expected 0, 2, the lowest "
+         "real scores (Section 2.2's mirror strategy)")
     # the float trap: 10 * (1 - 0.9) = 0.9999999999999998, whose int() is 0, which would make all ten
     # keys candidates; the intended index is 1: every key but the lowest (key 3) is dropped
-    assert dropped_keys(mask_of_row([5, 2, 7, 0, 9, 4, 8, 1, 6, 3], [1] * 10, 0.9, q=1)) == set(range(10)) - {3}
+    got = dropped_keys(mask_of_row([5, 2, 7, 0, 9, 4, 8, 1, 6, 3], [1] * 10, 0.9, q=1))
+    true(got == set(range(10)) - {3}, f"ten keys scored 5, 2, 7, 0, 9, 4, 8, 1, 6, 3, p = 0.9, q = 1: dropped keys "
+         f"{keys(got)}; expected every key but the lowest, key 3: int(n (1 - p)) is 1, though in floating point "
+         "10 * (1 - 0.9) is 0.9999999999999998")
     # ties at the threshold are all candidates ("at or above" b^[idx]): n = 6, p = 0.5, b^[3] = 2
-    assert dropped_keys(mask_of_row([1, 2, 2, 2, 3, 0], [1] * 6, 0.5, q=1)) == {1, 2, 3, 4}
+    got = dropped_keys(mask_of_row([1, 2, 2, 2, 3, 0], [1] * 6, 0.5, q=1))
+    true(got == {1, 2, 3, 4}, f"scores 1, 2, 2, 2, 3, 0, p = 0.5, q = 1: dropped keys {keys(got)}; expected 1-4: "
+         "every key at or above b^[3] = 2, the ties included")
 
 
 def test_threshold_index_is_exact_on_long_rows():
     """Lesson 6b. int(n(1-p)) must be exact for every real length, not only short ones: with
     n = 75 and p = 0.16, n(1-p) = 63, so exactly 75 - 63 = 12 distinct keys are candidates."""
-    M = mask_of_row([float(j) for j in range(75)], [1] * 75, 0.16, q=1)
-    assert dropped_keys(M) == set(range(63, 75))
+    got = dropped_keys(mask_of_row([float(j) for j in range(75)], [1] * 75, 0.16, q=1))
+    true(got == set(range(63, 75)), f"75 keys scored 0 to 74, p = 0.16, q = 1: dropped keys {keys(got)}; expected "
+         "63-74: n (1 - p) = 63 exactly")
 
 
 def paper_mask(scores, attention_mask, p, q):
@@ -270,7 +322,14 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     torch.manual_seed(1)
     fast = addrop.drop_mask(scores, attention_mask, p, q)
     torch.manual_seed(1)
-    assert torch.equal(fast, paper_mask(scores, attention_mask, p, q))
+    paper = paper_mask(scores, attention_mask, p, q)
+    said = f"drop_mask(p = {p}, q = {q}) on {'integer scores with ties' if ties else 'continuous scores'}"
+    true(fast.shape == paper.shape and fast.dtype == torch.bool,
+         f"{said}: a {fast.dtype} mask of shape {tuple(fast.shape)}; expected torch.bool, {tuple(paper.shape)}")
+    extra, missing = int((fast & ~paper).sum()), int((paper & ~fast).sum())
+    true(extra == missing == 0, f"{said}, against Eq. 6-7 taken literally, row by row, with the same coin flips: "
+         f"it drops {extra} positions the recipe keeps and keeps {missing} that it drops, of {paper.numel()}; "
+         "expected the same mask")
 
 
 @pytest.mark.parametrize("prob", [0.02, 0.2, 0.6])
@@ -288,13 +347,19 @@ def test_bernoulli_draws(prob):
     heads = x.sum(1)
     for k in range(n + 1):
         pk = math.comb(n, k) * prob**k * (1 - prob) ** (n - k)
-        assert abs((heads == k).sum().item() - N * pk) <= 5 * math.sqrt(N * pk * (1 - pk)) + 1
-    for observed, pr in [(x.mean(0), prob), ((x[:, 1:] * x[:, :-1]).mean(0), prob**2)]:
-        assert ((observed - pr).abs() <= 5 * math.sqrt(pr * (1 - pr) / N)).all()
+        seen, sigma5 = (heads == k).sum().item(), 5 * math.sqrt(N * pk * (1 - pk)) + 1
+        true(abs(seen - N * pk) <= sigma5, f"bernoulli((2, 3), {prob}): {seen} of {N} draws have {k} heads; expected "
+             f"{N * pk:.0f} +- {sigma5:.0f} (Binomial(6, {prob}), 5 sigma)")
+    for observed, pr, what in [(x.mean(0), prob, "each entry"), ((x[:, 1:] * x[:, :-1]).mean(0), prob**2, "each pair")]:
+        sigma5 = 5 * math.sqrt(pr * (1 - pr) / N)
+        worst = (observed - pr).abs().max().item()
+        true(worst <= sigma5, f"bernoulli((2, 3), {prob}): {what} of neighbours set with a frequency up to {worst:.4f} "
+             f"away from {pr:.4f}; expected within {sigma5:.4f} (5 sigma)")
     # exact ends, and a seeded generator repeats itself
-    assert not addrop.bernoulli((50, 50), 0.0).any() and addrop.bernoulli((50, 50), 1.0).all()
+    true(not addrop.bernoulli((50, 50), 0.0).any() and addrop.bernoulli((50, 50), 1.0).all(),
+         "bernoulli with probability 0 or 1 is not all False or all True")
     draw = [addrop.bernoulli((64, 64), prob, generator=torch.Generator().manual_seed(1)) for _ in range(2)]
-    assert torch.equal(*draw)
+    same(draw[0], draw[1], f"two draws of bernoulli((64, 64), {prob}) from generators seeded alike")
 
 
 @pytest.mark.parametrize("p, q", [(0.3, 0.5), (0.6, 0.8), (0.9, 0.3), (0.7, 0.1)])
@@ -311,9 +376,12 @@ def test_dropped_fraction_matches_expectation(p, q):
     pairs = (attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool()  # (B, 1, T, T)
     dropped = (M & pairs).sum().item()
     N = sum(H * k * (k - int(k * (1 - p) + 1e-6)) for k in n.tolist())  # candidate pairs
-    assert abs(dropped - q * N) < 5 * math.sqrt(N * q * (1 - q))
+    sigma5 = 5 * math.sqrt(N * q * (1 - q))
+    true(abs(dropped - q * N) < sigma5, f"drop_mask(p = {p}, q = {q}) on {B} rows of 10-20 real keys: dropped "
+         f"{dropped} real pairs; expected q x {N} candidates = {q * N:.0f} +- {sigma5:.0f} (5 sigma)")
     # dropped_fraction divides two integer counts into a float32: equal to float32 precision
-    assert abs(addrop.dropped_fraction([M], attention_mask).item() - dropped / (H * pairs.sum().item())) < 1e-6
+    close(addrop.dropped_fraction([M], attention_mask).item(), dropped / (H * pairs.sum().item()),
+          "dropped_fraction, against the dropped real pairs counted over all real pairs", atol=1e-6)
 
 
 @pytest.mark.parametrize("p, q", [(0.5, 0.5), (1.0, 1.0)])
@@ -328,16 +396,24 @@ def test_masked_forward_stays_a_distribution(p, q):
     with torch.no_grad():
         logits, attns = run(net, batch, masks=masks)
         plain = run(net, batch)[0]
-    assert torch.isfinite(logits).all()
-    for M, A in zip(masks, attns):
-        assert not A.isnan().any()
-        assert torch.all(A[M] == 0)
-        assert (A.sum(-1) - 1).abs().max() < 1e-12
+    said = f"the masked forward (p = {p}, q = {q})"
+    true(torch.isfinite(logits).all(), f"{said} gave {int((~torch.isfinite(logits)).sum())} NaN or infinite logits; "
+         "expected none")
+    for l, (M, A) in enumerate(zip(masks, attns)):
+        true(not A.isnan().any(), f"{said}: layer {l}'s attention has {int(A.isnan().sum())} NaN entries, from rows "
+             "that lost every real key (all -inf); expected the guard to keep such rows whole")
+        true(torch.all(A[M] == 0), f"{said}: {int((A[M] != 0).sum())} dropped positions of layer {l} got attention; "
+             "expected exactly 0 (M_l = -inf inside the softmax)")
+        close(A.sum(-1), torch.ones_like(A[..., 0]), f"{said}: the sums of layer {l}'s attention rows, against 1",
+              atol=1e-12)
     if p == 1 and q == 1:
-        assert not any(M.any() for M in masks)
-        assert (logits - plain).abs().max() < 1e-12
+        dropped = sum(int(M.sum()) for M in masks)
+        true(dropped == 0, f"p = q = 1: the masks drop {dropped} positions; expected none: every row would lose all "
+             "its real keys, so the guard keeps each whole")
+        close(logits, plain, "p = q = 1: the masked forward's logits, against the plain forward's", atol=1e-12)
     else:
-        assert addrop.dropped_fraction(masks, batch["attention_mask"]) > 0.1
+        fraction = addrop.dropped_fraction(masks, batch["attention_mask"]).item()
+        true(fraction > 0.1, f"{said}: dropped {fraction:.1%} of the real pairs; expected above 10% (about p q = 25%)")
 
 # -----------------------------------------------------------------------------
 # 10-14. cross-tuning, labels, regression, ablations, --layers
@@ -345,8 +421,11 @@ def test_masked_forward_stays_a_distribution(p, q):
 def test_cross_tuning_schedule():
     """Lesson 10. Algorithm 1: odd epochs fine-tune plainly, even epochs run AD-DROP. Without
     cross-tuning (Table 2's ablation) every epoch runs AD-DROP."""
-    assert [addrop.is_addrop_epoch(e) for e in range(1, 7)] == [False, True] * 3
-    assert all(addrop.is_addrop_epoch(e, cross_tuning=False) for e in range(1, 7))
+    got = [addrop.is_addrop_epoch(e) for e in range(1, 7)]
+    true(got == [False, True] * 3, f"is_addrop_epoch for epochs 1 to 6 with cross-tuning: {got}; expected "
+         "[False, True, False, True, False, True]: odd epochs plain, even epochs AD-DROP (Algorithm 1)")
+    got = [addrop.is_addrop_epoch(e, cross_tuning=False) for e in range(1, 7)]
+    true(all(got), f"is_addrop_epoch for epochs 1 to 6 without cross-tuning: {got}; expected True for every epoch")
 
 
 @pytest.mark.parametrize("method", ["ga", "iga"])
@@ -362,8 +441,12 @@ def test_gold_labels_differ_only_where_the_model_is_wrong(method):
     golden = addrop.attribute(net, batch, ALL, method, labels=gold, m=4)
     for l in ALL:
         diff = (pseudo[l] - golden[l]).abs().flatten(1).amax(1)  # per example, (B,)
-        assert torch.all(diff[~wrong] < 1e-12)
-        assert torch.all(diff[wrong] > 1e-4)
+        true(torch.all(diff[~wrong] < 1e-12), f"{method}, layer {l}: B_l of the gold labels differs from B_l of the "
+             f"pseudo labels by up to {diff[~wrong].max():.1e} on examples 0 and 2, where the gold label is the "
+             "prediction; expected the same (1e-12): each example's B depends on its own label only")
+        true(torch.all(diff[wrong] > 1e-4), f"{method}, layer {l}: B_l of the gold labels differs from B_l of the "
+             f"pseudo labels by only {diff[wrong].min():.1e} on examples 1 and 3, where the gold label is not the "
+             "prediction; expected more than 1e-4: the labels given must be the ones attributed")
 
 
 def test_regression_attributes_the_negative_loss():
@@ -376,7 +459,8 @@ def test_regression_attributes_the_negative_loss():
     dA = torch.autograd.grad(loss, attns)
     B_all = addrop.attribute(net, batch, ALL, "ga", regression=True)
     for l in ALL:
-        assert (B_all[l] + dA[l]).abs().max() < 1e-12
+        close(B_all[l], -dA[l], f"layer {l}: the regression attribution, against -dL/dA_l, L = 1/2 sum (y^ - y)^2 "
+              "with the gold scores y", atol=1e-12)
 
 
 def test_attention_and_random_ablations():
@@ -387,13 +471,15 @@ def test_attention_and_random_ablations():
     net, batch = tiny_model(), padded_batch()
     attns = run(net, batch)[1]
     aa = addrop.attribute(net, batch, ALL, "aa")
-    assert all(torch.equal(aa[l], attns[l].detach()) for l in ALL)
+    for l in ALL:
+        same(aa[l], attns[l].detach(), f"AA's scores of layer {l}, against the attention probabilities A_l")
     ran = []  # AA of the first layer alone runs that layer only: nothing above it is read
     hooks = [layer.register_forward_hook(lambda *_, l=l: ran.append(l)) for l, layer in enumerate(net.encoder.layers)]
     first = addrop.attribute(net, batch, [0], "aa")
     for h in hooks:
         h.remove()
-    assert ran == [0] and torch.equal(first[0], attns[0].detach())
+    true(ran == [0], f"AA of layer 0 alone ran layers {ran}; expected [0]: no layer above the highest selected one")
+    same(first[0], attns[0].detach(), "AA of layer 0 alone, against A_0")
 
     p, q, H = 0.5, 0.2, CFG["num_attention_heads"]
     torch.manual_seed(0)
@@ -401,23 +487,29 @@ def test_attention_and_random_ablations():
     big = padded_batch(lengths)
     M = addrop.random_mask(big["attention_mask"], H, p, q)
     T = max(lengths)
+    true(M.shape == (64, H, T, T) and M.dtype == torch.bool,
+         f"random_mask gave a {M.dtype} mask of shape {tuple(M.shape)}; expected torch.bool, (B, H, T, T) = {(64, H, T, T)}")
     real = big["attention_mask"].bool()[:, None, None, :].expand(64, H, T, T)
-    assert M.shape == (64, H, T, T) and not M[~real].any()  # padding is never dropped
+    true(not M[~real].any(), f"random_mask dropped {int(M[~real].sum())} padding keys; expected none")
     pairs = H * sum(k * k for k in lengths)  # real (query, key) pairs, each dropped with probability p q
     dropped = addrop.dropped_fraction([M], big["attention_mask"]).item() * pairs
-    assert abs(dropped - p * q * pairs) < 5 * math.sqrt(pairs * p * q * (1 - p * q))
+    sigma5 = 5 * math.sqrt(pairs * p * q * (1 - p * q))
+    true(abs(dropped - p * q * pairs) < sigma5, f"random_mask(p = {p}, q = {q}) dropped {dropped:.0f} of {pairs} real "
+         f"pairs; expected p q x {pairs} = {p * q * pairs:.0f} +- {sigma5:.0f} (5 sigma): each real key dropped "
+         "with probability p q")
 
 
 def test_parse_layers():
-    """Lesson 14. --layers picks where AD-DROP masks: 'first' (the paper's choice on the large
-    tasks), 'all' (the small ones), or explicit indices; a bad spec is refused by name."""
-    assert addrop.parse_layers("first", 12) == [0]
-    assert addrop.parse_layers("all", 3) == [0, 1, 2]
-    assert addrop.parse_layers("0,2", 3) == [0, 2]
+    """Lesson 14. --layers picks where AD-DROP masks (settings.parse_layers reads it): 'first' (the
+    paper's choice on the large tasks), 'all' (the small ones), or explicit indices; a bad spec is
+    refused by name."""
+    for spec, L_, expected in [("first", 12, [0]), ("all", 3, [0, 1, 2]), ("0,2", 3, [0, 2])]:
+        got = settings.parse_layers(spec, L_)
+        true(got == expected, f"parse_layers({spec!r}, {L_}) is {got}; expected {expected}")
     with pytest.raises(ValueError, match="index 3 out of range .* 3 layers"):
-        addrop.parse_layers("0,3", 3)
+        settings.parse_layers("0,3", 3)
     with pytest.raises(ValueError, match="'last'.*expected 'first', 'all' or comma-separated"):
-        addrop.parse_layers("last", 3)
+        settings.parse_layers("last", 3)
 
 # -----------------------------------------------------------------------------
 # 15-17. token-level tasks (Appendix A): one attribution from many outputs
@@ -468,8 +560,11 @@ def test_token_attribution_is_eq3_summed_token_by_token():
                 if k == c[b, t]:
                     paper[l] += w * dF[l]
     for l in ALL:
-        assert (B_all[l] - full[l]).abs().max() < 1e-10
-    assert max((B_all[l] - paper[l]).abs().max() for l in ALL) > 1e-3
+        close(B_all[l], full[l], f"layer {l}: the token attribution -dL/dA_l, against Eq. 3 summed with autograd "
+              "token by token and class by class", atol=1e-10)
+    gap = max((B_all[l] - paper[l]).abs().max().item() for l in ALL)
+    true(gap > 1e-3, f"the token attribution differs from the paper's Eq. 3 (its c = c~ term alone) by only "
+         f"{gap:.1e}; expected more than 1e-3: the other classes move P_c~ too")
 
 
 def test_ignored_positions_change_no_attribution():
@@ -489,12 +584,17 @@ def test_ignored_positions_change_no_attribution():
     L = -logits.log_softmax(-1).gather(-1, c[..., None]).squeeze(-1)[scored].sum()
     dA = torch.autograd.grad(L, attns)
     for l in ALL:
-        assert (B_ign[l] + dA[l]).abs().max() < 1e-12
-    assert max((B_ign[l] - B_all[l]).abs().max() for l in ALL) > 1e-6
+        close(B_ign[l], -dA[l], f"layer {l}: B_l with token (0, 3) marked IGNORE, against -dL/dA_l, L the pseudo "
+              "loss summed over the other scored tokens", atol=1e-12)
+    gap = max((B_ign[l] - B_all[l]).abs().max().item() for l in ALL)
+    true(gap > 1e-6, f"B with token (0, 3) marked IGNORE differs from B with it scored by only {gap:.1e}; expected "
+         "more than 1e-6: a token marked IGNORE leaves the pseudo loss")
     other_gold = dict(batch, labels=torch.where(batch["labels"] == addrop.IGNORE, addrop.IGNORE,
                                                 (batch["labels"] + 1) % 3))
     B_other = addrop.attribute(net, other_gold, ALL, "ga")
-    assert all(torch.equal(B_other[l], B_all[l]) for l in ALL)
+    for l in ALL:
+        same(B_other[l], B_all[l], f"layer {l}: B_l with other gold tags at the scored tokens, against B_l with the "
+             "batch's own (the pseudo labels are attributed, never the gold ones)")
 
 
 @pytest.mark.parametrize("method", ["iga", "aa", "rd"])
@@ -508,12 +608,17 @@ def test_token_tasks_take_every_attribution(method):
         iga = addrop.attribute(net, batch, ALL, "iga", m=1)
         attns = run(net, batch)[1]
         for l in ALL:
-            assert (iga[l] - attns[l].detach() * ga[l]).abs().max() < 1e-12
+            close(iga[l], attns[l].detach() * ga[l], f"layer {l}: token IGA with m = 1, against A_l times GA's "
+                  "gradient", atol=1e-12)
     masks = addrop.addrop_masks(net, batch, ALL, 0.5, 1.0, method)
     real = batch["attention_mask"].bool()
-    for M in masks:
-        assert M.shape == run(net, batch)[1][0].shape and M.any()
-        assert not M[~(real[:, None, :, None] & real[:, None, None, :]).expand_as(M)].any()
+    shape = run(net, batch)[1][0].shape
+    for l, M in enumerate(masks):
+        true(M.shape == shape, f"{method}'s mask of layer {l} has shape {tuple(M.shape)}; expected {tuple(shape)}")
+        true(M.any(), f"{method}'s mask of layer {l} (p = 0.5, q = 1) drops nothing; expected drops")
+        outside = int(M[~(real[:, None, :, None] & real[:, None, None, :]).expand_as(M)].sum())
+        true(outside == 0, f"{method}'s mask of layer {l} drops {outside} positions outside the real (query, key) "
+             "pairs; expected none")
 
 # -----------------------------------------------------------------------------
 # 18. the authors' first pass
@@ -524,19 +629,37 @@ def test_authors_first_pass_equals_ours_without_dropout(method):
     differentiates the attention map AFTER attention dropout (train.py --first-pass train); ours runs
     in eval mode on A itself. With every dropout rate 0 the two are the same function, so they give the
     same scores (1e-12). With dropout on, theirs is random: two draws differ, while ours repeats exactly
-    (the candidate region changes from step to step in their code, and not in ours)."""
+    (the candidate region changes from step to step in their code, and not in ours). Theirs is then the
+    gradient (or AA's map) of the dropped, rescaled map that model(..., dropped_A=True) hands out in train
+    mode: the same computed by hand from the same random draws (1e-12)."""
     torch.manual_seed(0)
     quiet = model.Model(model.Config(**CFG, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0), 3).double()
     quiet.load_state_dict(tiny_model().state_dict())
     batch = padded_batch()
     ours = addrop.attribute(quiet, batch, ALL, method)
     theirs = addrop.attribute(quiet.train(), batch, ALL, method, first_pass="train")
-    assert quiet.training  # the mode it came in
+    true(quiet.training, "attribute(first_pass='train') handed the model back in eval mode; it came in train mode")
     for l in ALL:
-        assert (ours[l] - theirs[l]).abs().max() < 1e-12
+        close(theirs[l], ours[l], f"{method}, layer {l}, every dropout rate 0: the authors' first pass, against ours",
+              atol=1e-12)
     noisy = tiny_model()  # dropout 0.1
+    torch.manual_seed(0)
     a, b = (addrop.attribute(noisy, batch, ALL, method, first_pass="train") for _ in range(2))
     c, d = (addrop.attribute(noisy, batch, ALL, method) for _ in range(2))
-    assert any((a[l] - b[l]).abs().max() > 1e-6 for l in ALL)
-    assert all(torch.equal(c[l], d[l]) for l in ALL)
-    assert not noisy.training
+    gap = max((a[l] - b[l]).abs().max().item() for l in ALL)
+    true(gap > 1e-6, f"{method}: two draws of the authors' first pass, dropout on, differ by only {gap:.1e}; expected "
+         "more than 1e-6: train mode, and A after attention dropout")
+    for l in ALL:
+        same(c[l], d[l], f"{method}, layer {l}: two draws of our first pass (eval mode: no randomness)")
+    true(not noisy.training, "attribute(first_pass='train') handed the model back in train mode; it came in eval mode")
+    # theirs is taken with respect to A after attention dropout, rescaled: the map model(..., dropped_A=True)
+    # hands out in train mode, here with the same random draws as a's
+    torch.manual_seed(0)
+    with torch.enable_grad():
+        logits, attns = run(noisy.train(), batch, dropped_A=True)
+        F = logits.gather(1, logits.argmax(-1)[:, None]).sum()
+        expected = torch.autograd.grad(F, attns) if method == "ga" else [A.detach() for A in attns]
+    noisy.eval()
+    for l in ALL:
+        close(a[l], expected[l], f"{method}, layer {l}: the authors' first pass, against the same computed on the "
+              "dropped, rescaled maps of model(..., dropped_A=True) in train mode, same random draws", atol=1e-12)

@@ -12,8 +12,15 @@ random model is built, saved and loaded by our from_pretrained. Everywhere else 
 reference/*.npz: the same tiny models' weights and their outputs, dumped once with transformers.
 ADDROP_NO_HF=1 skips the live tests, to check that the committed references carry the
 comparison alone.
+
+Exercise 1 (exercises/model.py, Layer.forward) is checked by the lessons on the encoder: the
+references, padding, attention rows, the mask, gradients, `scale` and attention dropout. Each check
+(checks.py) says in words what it measured and what it expected:
+
+    python -m pytest test_model.py --impl exercises/model.py --exercise 1
 """
 
+import copy
 import json
 import math
 import os
@@ -27,6 +34,8 @@ from safetensors.torch import load_file, save_file
 
 import checkpoint
 import model
+import checks
+from checks import close, same, true
 
 REF = Path(__file__).resolve().parent / "reference"
 TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -118,17 +127,17 @@ def hf_outputs(hf, ids, mask, types):
     return out.hidden_states[-1], torch.stack(out.attentions), getattr(out, "logits", None)
 
 
-def check_against(net, ids, mask, types, hidden, attns, logits, tol=1e-5):
+def check_against(net, ids, mask, types, hidden, attns, logits, tol=1e-5, source="Hugging Face's"):
     """Our hidden states at real positions, all attention probabilities and the logits agree with
     the expected (Hugging Face) ones to tol."""
     with torch.no_grad():
         h, A = net.encoder(ids, mask, types)
         our_logits, _ = net(ids, mask, types)
     real = mask.bool()  # padding positions' hidden states are garbage in both, and unused
-    assert max_diff(h, hidden, real) < tol
-    assert max_diff(torch.stack(A), attns) < tol
+    close(torch.stack(A), attns, f"the attention probabilities A of every layer, against {source}", atol=tol)
+    close(h[real], hidden[real], f"the last hidden states at real tokens, against {source}", atol=tol)
     if logits is not None:
-        assert max_diff(our_logits, logits) < tol
+        close(our_logits, logits, f"the logits, against {source}", atol=tol)
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
@@ -191,16 +200,17 @@ def test_token_head_both_ways(model_type, tmp_path):
     check_token_logits(ours, batch, *hf_outputs(hf, *batch))
 
 
-def check_token_logits(net, batch, hidden, attns, logits, tol=1e-5):
+def check_token_logits(net, batch, hidden, attns, logits, tol=1e-5, source="Hugging Face's"):
     ids, mask, types = batch
     with torch.no_grad():
         our_logits, our_attns = net(ids, mask, types)
         h, _ = net.encoder(ids, mask, types)
     real = mask.bool()
-    assert our_logits.shape == (*ids.shape, 3)
-    assert max_diff(h, hidden, real) < tol
-    assert max_diff(torch.stack(our_attns), attns) < tol
-    assert max_diff(our_logits, logits, real) < tol
+    true(our_logits.shape == (*ids.shape, 3), f"the token head's logits have shape {tuple(our_logits.shape)}; "
+         f"expected (B, T, labels) = {(*ids.shape, 3)}")
+    close(torch.stack(our_attns), attns, f"the attention probabilities A of every layer, against {source}", atol=tol)
+    close(h[real], hidden[real], f"the last hidden states at real tokens, against {source}", atol=tol)
+    close(our_logits[real], logits[real], f"the token logits at real tokens, against {source}", atol=tol)
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
@@ -216,7 +226,8 @@ def test_token_head_matches_committed_reference(model_type, tmp_path):
     t = {k: torch.from_numpy(ref[k]) for k in ("input_ids", "attention_mask", "token_type_ids",
                                                "last_hidden_state", "attentions", "logits")}
     check_token_logits(net, (t["input_ids"], t["attention_mask"], t["token_type_ids"]),
-                       t["last_hidden_state"], t["attentions"], t["logits"])
+                       t["last_hidden_state"], t["attentions"], t["logits"],
+                       source=f"Hugging Face's in reference/{model_type}-tiny-token.npz")
 
 
 @pytest.mark.parametrize("token_level", [False, True])
@@ -266,7 +277,8 @@ def test_matches_committed_reference(model_type, tmp_path):
     t = {k: torch.from_numpy(ref[k]) for k in ("input_ids", "attention_mask", "token_type_ids",
                                                "last_hidden_state", "attentions", "logits")}
     check_against(net, t["input_ids"], t["attention_mask"], t["token_type_ids"],
-                  t["last_hidden_state"], t["attentions"], t["logits"])
+                  t["last_hidden_state"], t["attentions"], t["logits"],
+                  source=f"Hugging Face's in reference/{model_type}-tiny.npz")
 
 # -----------------------------------------------------------------------------
 # 2.-5. padding, attention rows, the AD-DROP mask, RoBERTa positions
@@ -284,8 +296,10 @@ def test_padding_does_not_change_outputs(model_type):
         logits, _ = net(ids, mask, types)
         h1, _ = net.encoder(ids[b:b + 1, :n], mask[b:b + 1, :n], types[b:b + 1, :n])
         logits1, _ = net(ids[b:b + 1, :n], mask[b:b + 1, :n], types[b:b + 1, :n])
-    assert max_diff(h[b, :n], h1[0]) < 1e-10
-    assert max_diff(logits[b], logits1[0]) < 1e-10
+    close(h[b, :n], h1[0], f"sentence {b}'s hidden states inside the padded batch, against the sentence alone "
+          "(padding keys must get exactly zero attention)", atol=1e-10)
+    close(logits[b], logits1[0], f"sentence {b}'s logits inside the padded batch, against the sentence alone",
+          atol=1e-10)
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
@@ -296,11 +310,16 @@ def test_attention_rows_are_distributions(model_type):
     ids, mask, types = padded_batch(model_type)
     with torch.no_grad():
         _, attns = net(ids, mask, types)
-    assert len(attns) == TINY["num_hidden_layers"]
-    for A in attns:
-        assert A.shape == (len(LENGTHS), TINY["num_attention_heads"], T, T)
-        assert (A.sum(-1) - 1).abs().max().item() < 1e-6
-        assert torch.all(A.permute(0, 3, 1, 2)[mask == 0] == 0)  # (padding keys, H, T)
+    true(len(attns) == TINY["num_hidden_layers"], f"the model hands out {len(attns)} attention maps; expected one "
+         f"per layer, {TINY['num_hidden_layers']}")
+    shape = (len(LENGTHS), TINY["num_attention_heads"], T, T)
+    for l, A in enumerate(attns):
+        true(A.shape == shape, f"layer {l} hands out A of shape {tuple(A.shape)}; expected (B, H, T, T) = {shape}")
+        close(A.sum(-1), torch.ones(shape[:-1]), f"the sums of layer {l}'s attention rows, against 1 (each row is "
+              "a softmax)", atol=1e-6)
+        on_padding = A.permute(0, 3, 1, 2)[mask == 0]  # (padding keys, H, T)
+        true(torch.all(on_padding == 0), f"layer {l}: {int((on_padding != 0).sum())} attention entries on padding "
+             "keys are not 0; expected exactly 0 (the padding mask adds -inf there)")
 
 
 def test_mask_drops_exactly_one_entry():
@@ -316,18 +335,23 @@ def test_mask_drops_exactly_one_entry():
     with torch.no_grad():
         logits, attns = net(ids, mask, types)
         logits_m, attns_m = net(ids, mask, types, masks=[None, M])
-    assert torch.equal(attns_m[0], attns[0])
+    same(attns_m[0], attns[0], "layer 0's A with a mask for layer 1 only, against A without masks")
     A, A_m = attns[1], attns_m[1]
-    assert A[b, h, q, k] > 0 and A_m[b, h, q, k] == 0
+    true(A[b, h, q, k] > 0, f"the entry to drop has attention {A[b, h, q, k]:.1e} without the mask; expected above 0")
+    true(A_m[b, h, q, k] == 0, f"the entry masked with -inf has attention {A_m[b, h, q, k]:.1e}; expected exactly 0: "
+         "M_l is added inside the softmax")
     others = torch.ones_like(A, dtype=torch.bool)
     others[b, h, q] = False
-    assert torch.equal(A_m[others], A[others])
+    same(A_m[others], A[others], "layer 1's other attention rows with the mask, against without it")
     row = A[b, h, q].clone()
     row[k] = 0
-    assert max_diff(A_m[b, h, q], row / row.sum()) < 1e-6
-    assert (A_m.sum(-1) - 1).abs().max().item() < 1e-6
-    assert torch.isfinite(logits_m).all() and all(torch.isfinite(a).all() for a in attns_m)
-    assert not torch.equal(logits_m[b], logits[b])  # the drop did reach the output
+    close(A_m[b, h, q], row / row.sum(), "the masked row, against the plain row with the entry removed and the rest "
+          "renormalised", atol=1e-6)
+    close(A_m.sum(-1), torch.ones_like(A_m[..., 0]), "the sums of layer 1's masked attention rows, against 1", atol=1e-6)
+    true(torch.isfinite(logits_m).all() and all(torch.isfinite(a).all() for a in attns_m),
+         "the masked forward gave NaN or infinite values; expected none")
+    true(not torch.equal(logits_m[b], logits[b]), f"example {b}'s logits with the mask equal those without; expected "
+         "the drop to reach the output: the A used must be the masked one")
 
 
 def test_roberta_positions():
@@ -351,6 +375,79 @@ def test_roberta_positions():
         assert torch.equal(seen[0][b], expected)
     assert torch.equal(seen[1][0, T - n:], torch.arange(pad + 1, pad + 1 + n))
     assert max_diff(h_left[0, T - n:], h[2, :n]) < 1e-10
+
+
+def test_scale_multiplies_attention():
+    """Layer.forward's `scale` (B, 1, 1, 1) multiplies A: integrated gradients (Eq. 3) runs a layer at
+    k/m A. The A handed out is scale * A, and it is the A used: since (s A) v = A (s v), the layer's
+    output with scale s is the plain layer's with v's weights and bias multiplied by s, example by
+    example (float64, 1e-12)."""
+    net = tiny_model("bert", torch.float64)
+    ids, mask, types = padded_batch("bert")
+    layer = net.encoder.layers[0]
+    s = torch.tensor([0.25, 0.5, 2.0], dtype=torch.float64).view(-1, 1, 1, 1)  # a scale per example, (B, 1, 1, 1)
+    with torch.no_grad():
+        x, pad = net.encoder.embed(ids, mask, types)
+        out, A = layer(x, pad)
+        out_s, A_s = layer(x, pad, scale=s)
+        v_scaled = []  # each example through a copy of the layer whose v is multiplied by its scale
+        for b in range(len(LENGTHS)):
+            twin = copy.deepcopy(layer)
+            twin.v.weight.mul_(s[b].item())
+            twin.v.bias.mul_(s[b].item())
+            v_scaled.append(twin(x[b:b + 1], pad[b:b + 1])[0])
+    true((out_s - out).abs().max() > 1e-6, "changing `scale` (0.25, 0.5, 2 for the three examples) does not change "
+         "the layer's output: the A used is not multiplied by scale")
+    close(A_s, s * A, "the A handed out with scale s, against s times the A handed out without it", atol=1e-12)
+    close(out_s, torch.cat(v_scaled), "the layer's output with scale s, against the layer with v's weights and bias "
+          "multiplied by s instead ((s A) v = A (s v))", atol=1e-12)
+
+
+@pytest.mark.parametrize("dropped_A", [False, True])
+def test_attention_dropout_keeps_the_expected_output(dropped_A):
+    """In train mode, attention dropout zeroes each entry of A with probability p and multiplies the rest
+    by 1 / (1 - p), so that the attention output A v, what the output projection o reads, keeps its
+    expected value. Checked on N = 1000 copies of the batch in one forward of layer 0 (p = 0.5, float64):
+    the mean of A v over the copies is eval mode's A v within 5 standard errors, entry by entry.
+    By default A is handed out as Eq. 1 defines it: eval mode's A (1e-12). With dropped_A it is the
+    dropped A itself: zero at a fraction p of the positive entries (5 sigma) and A / (1 - p) at the
+    others (1e-12)."""
+    p, N = 0.5, 1000
+    cfg = model.Config(model_type="bert", **TINY, **SPECIFIC["bert"], attention_probs_dropout_prob=p,
+                       hidden_dropout_prob=0.0)
+    layer = model.Layer(cfg).double()
+    layer.load_state_dict(tiny_model("bert", torch.float64).encoder.layers[0].state_dict())
+    ids, mask, types = padded_batch("bert")
+    ys = []  # what the output projection o reads: A v, (B, T, C)
+    hook = layer.o.register_forward_pre_hook(lambda module, args: ys.append(args[0]))
+    with torch.no_grad():
+        x, pad = tiny_model("bert", torch.float64).encoder.embed(ids, mask, types)
+        _, A = layer.eval()(x, pad)
+        _, A_d = layer.train()(x.repeat(N, 1, 1), pad.repeat(N, 1, 1, 1), dropped_A=dropped_A)
+    hook.remove()
+    true(len(ys) == 2, "Layer.forward did not call self.o on the attention output A v; the lesson reads it there")
+    B, H = len(LENGTHS), TINY["num_attention_heads"]
+    A_d = A_d.view(N, B, H, T, T)
+    if dropped_A:
+        positive = (A > 0).expand_as(A_d)
+        kept = A_d != 0
+        close(A_d[kept], (A / (1 - p)).expand_as(A_d)[kept], "dropped_A=True, train mode: the nonzero entries of the A "
+              "handed out, against A / (1 - p), p = 0.5 (the kept entries are rescaled)", atol=1e-12)
+        n, zeros = int(positive.sum()), int((positive & ~kept).sum())
+        sigma5 = 5 * math.sqrt(n * p * (1 - p))
+        true(abs(zeros - p * n) < sigma5, f"dropped_A=True, train mode: {zeros} of the {n} positive entries of A are "
+             f"zero in the A handed out; expected p n = {p * n:.0f} +- {sigma5:.0f} (5 sigma): the A handed out is "
+             "the one after attention dropout")
+    else:
+        close(A_d, A.expand_as(A_d), "train mode: the A handed out, against eval mode's A (attention dropout acts on "
+              "A v only, and A goes out as Eq. 1 defines it)", atol=1e-12)
+    y_eval, Y = ys[0], ys[1].view(N, *ys[0].shape)
+    mean, sem = Y.mean(0), Y.std(0) / math.sqrt(N)
+    worst = ((mean - y_eval).abs() / sem.clamp(min=1e-300)).max().item()
+    ratio = ((mean * y_eval).sum() / (y_eval * y_eval).sum()).item()  # the factor that best maps eval's onto the mean
+    true(((mean - y_eval).abs() <= 5 * sem + 1e-12).all(), f"train mode, p = 0.5: the attention output A v averaged "
+         f"over {N} draws is {ratio:.2f} times eval mode's, {worst:.0f} standard errors off at worst; expected eval "
+         "mode's within 5 standard errors: the entries kept must be multiplied by 1 / (1 - p)")
 
 # -----------------------------------------------------------------------------
 # 6.-7. checkpoints (checkpoint.py): round trip and loader errors
@@ -658,7 +755,9 @@ def test_minilm_matches_committed_reference():
     ids, mask = torch.from_numpy(ref["input_ids"]), torch.from_numpy(ref["attention_mask"])
     with torch.no_grad():
         h, _ = net.encoder(ids, mask)
-    assert max_diff(h[..., :8], torch.from_numpy(ref["last_hidden_state_8"]), mask.bool()) < 1e-5
+    real = mask.bool()
+    close(h[..., :8][real], torch.from_numpy(ref["last_hidden_state_8"])[real], "all-MiniLM-L6-v2's last hidden "
+          "states (8 channels, real tokens), against transformers' in reference/minilm.npz", atol=1e-5)
 
 
 def test_minilm_matches_huggingface_live():
@@ -682,11 +781,19 @@ def test_gradients_reach_every_attention_map(model_type):
     net = tiny_model(model_type)
     ids, mask, types = padded_batch(model_type)
     logits, attns = net(ids, mask, types)
-    grads = torch.autograd.grad(logits[:, 0].sum(), attns)
-    assert len(grads) == TINY["num_hidden_layers"]
-    for A, dA in zip(attns, grads):
-        assert dA.shape == A.shape and torch.isfinite(dA).all() and dA.abs().max() > 0
-    assert torch.all(grads[-1][:, :, 1:] == 0)
+    true(len(attns) == TINY["num_hidden_layers"], f"the model hands out {len(attns)} attention maps; expected one "
+         f"per layer, {TINY['num_hidden_layers']}")
+    try:
+        grads = torch.autograd.grad(logits[:, 0].sum(), attns)
+    except RuntimeError as e:  # an A that is not in the graph of the logits: a copy, or one not used
+        raise checks.Wrong(f"autograd.grad of the logits with respect to the A_l handed out fails ({str(e)[:80]}...); "
+                           "expected a gradient: the A handed out must be the A the layer uses") from None
+    for l, (A, dA) in enumerate(zip(attns, grads)):
+        true(torch.isfinite(dA).all() and dA.abs().max() > 0, f"the gradient of the logits with respect to layer {l}'s "
+             "A is zero or not finite; expected a finite gradient, nonzero somewhere")
+    nonzero = int((grads[-1][:, :, 1:] != 0).sum())
+    true(nonzero == 0, f"in the last layer, {nonzero} gradient entries outside the first query row are not 0; "
+         "expected 0: the head reads the first token only")
 
 # -----------------------------------------------------------------------------
 # 10. speed-ups that change no distribution and no number: dropout's gap sampler, first_only
@@ -733,8 +840,10 @@ def test_first_only_changes_no_number(model_type):
     with torch.no_grad():
         h, attns = net.encoder(ids, mask, types)
         h1, attns1 = net.encoder(ids, mask, types, first_only=True)
-    assert max_diff(h1[:, 0], h[:, 0]) < 1e-12
-    assert all(torch.equal(a1, a) for a1, a in zip(attns1, attns))
+    close(h1[:, 0], h[:, 0], "the first token's last hidden state with first_only, against the full encoder's",
+          atol=1e-12)
+    for l, (a1, a) in enumerate(zip(attns1, attns)):
+        same(a1, a, f"layer {l}'s A with first_only, against the full encoder's")
 
 # -----------------------------------------------------------------------------
 # regenerating the references (needs transformers; run on a machine that has it)

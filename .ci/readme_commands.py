@@ -41,6 +41,8 @@ def smoke(cmd, tmp, i):
     if cmd.startswith(NOT_RUN_HERE):
         return None, "run by .ci/run itself"
     argv = shlex.split(cmd)
+    if "--impl" in argv and "train.py" in argv:  # the capstone on the blank files: it stops at the first exercise
+        return argv + TRAIN_SMOKE + ["--out", str(tmp / f"run{i}")], "Exercise"
     if "--impl" in argv:  # an exercise file: its lessons must fail, each with only its exercise's message
         return argv + [f for f in ("-q", "-x") if f not in argv], "Exercise"
     if "train.py" in argv and "--help" not in argv:
@@ -57,7 +59,7 @@ def smoke(cmd, tmp, i):
 
 def passed(r, expect):
     if expect == "Exercise":
-        return r.returncode != 0 and "Exercise" in r.stdout
+        return r.returncode != 0 and "Exercise" in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr
     if isinstance(expect, str):
         return r.returncode == 0 and expect in r.stdout
     return r.returncode == 0 and (expect == 0 or Path(expect).is_file())

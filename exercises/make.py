@@ -1,7 +1,7 @@
 """
 Writes the exercises: exercises/model.py and exercises/addrop.py are model.py and addrop.py
 with the bodies of the functions in EXERCISES replaced by a NotImplementedError that says the
-exercise's number, its equation and the lessons that check it. Signatures, docstrings and
+exercise's number, its equation and the command that runs its lessons. Signatures, docstrings and
 every other line stay those of the real files: the splice is done on the text, so formatting
 is kept, and ast only says where each body starts and ends. model.py holds the encoder alone;
 checkpoint.py, which loads the weights, is no exercise: it builds whichever model.py is imported.
@@ -9,61 +9,103 @@ checkpoint.py, which loads the weights, is no exercise: it builds whichever mode
     python exercises/make.py           # after any change to model.py or addrop.py
     python exercises/make.py --force   # also over a file holding a student's answers
 
-test_exercises.py fails until the committed exercise files are what this writes.
+Each exercise is checked alone: its command (`--exercise N`, see conftest.py) runs only its lessons,
+with the real code for every other exercise, so they can be done in any order.
+test_exercises.py fails until the committed exercise files are, outside the bodies, what this writes.
 """
 
 import ast
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "exercises"
+TESTS = {"model.py": "test_model.py", "addrop.py": "test_addrop.py"}  # each file's lessons
 
-# Numbered in the order the lessons meet them, top to bottom: lesson 1 reaches attribute first,
-# and once that is written, _unmasked_pass and objective inside it; lesson 2 then reaches
-# _integrated_gradients; lesson 6 drop_mask, then _real_rows inside it; and so on.
-# (number, file, function, equation, its lessons, pytest -k selecting them, tip for a comment)
+
+class Exercise(NamedTuple):
+    number: int
+    file: str        # model.py or addrop.py
+    name: str        # the function, or Class.method, whose body is blanked
+    equation: str    # what it implements, in the paper's terms
+    lessons: str     # the lessons that check it, in words
+    match: tuple     # its lessons are the tests of TESTS[file] whose function name contains one of these
+    tip: str = None  # a comment above the blank body
+
+
+# In the order of the paper and the tutorial: the encoder's attention (Eq. 1), the first pass and its
+# pseudo labels (Eq. 4), the attribution (Eq. 5), the mask (Eq. 6-7), cross-tuning (Algorithm 1), then
+# the variants. Lessons are numbered as in test_addrop.py.
 EXERCISES = [
-    (1, "model.py", "Layer.forward", "Eq. 1, attention with the padding mask and M_l",
-     "test_model.py's reference and attention tests", "reference or padding or rows or one_entry or reach",
-     "A goes out times `scale` when one is given (integrated gradients: test_addrop.py\n"
-     "lessons 1, 3-5), and before attention dropout (dropout() above), which acts on A @ v only.\n"
-     "first_only is only a saving: x may stay (B, T, C), the head reads x[:, 0] either way."),
-    (2, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward",
-     "lessons 1, 2, 11-13", "finite or backward or gold or regression or ablations",
-     "runs in eval mode and hands the model back in the mode it came in (lesson 2).\n"
-     "ga: one forward (_unmasked_pass), one autograd.grad; iga: _integrated_gradients;\n"
-     "aa: the maps of model.encoder(..., depth=max(layers) + 1), no layer above run (lesson 13)."),
-    (3, "addrop.py", "_unmasked_pass", "Eq. 4, pseudo labels",
-     "lessons 1, 2, 11", "finite or backward or gold", None),
-    (4, "addrop.py", "objective", "Eq. 5's F: the pseudo-label logit; -L for regression",
-     "lessons 1, 2, 11, 12", "finite or backward or gold or regression", None),
-    (5, "addrop.py", "_integrated_gradients", "Eq. 3, integrated gradients",
-     "lessons 3-5 (and 2, 11)", "integrated or backward or gold",
-     "Layer.forward's `scale` (B, 1, 1, 1) multiplies A. Lesson 5 wants the plain loop's\n"
-     "numbers to 1e-10, however ig_budget cuts the m steps into chunks."),
-    (6, "addrop.py", "drop_mask", "Eq. 6-7, the mask",
-     "lessons 6-9", "by_hand or long_rows or recipe or fraction or stays",
-     "draw u as ONE bernoulli((B, H, T, T), q, generator, scores.device), a drop where\n"
-     "it is True, so that lesson 7 sees its literal recipe's coin flips; end with _real_rows."),
-    (7, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row",
-     "lessons 6, 7, 9, 13", "by_hand or recipe or stays or ablations", None),
-    (8, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning",
-     "lesson 10", "cross_tuning", None),
-    (9, "addrop.py", "random_mask", "Table 2's RD, the random baseline",
-     "lesson 13", "ablations", None),
-    (10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks",
-     "lessons 15-17", "token",
-     "a sum, not a mean, over the tokens whose label is not IGNORE (lesson 16 moves the others)."),
+    Exercise(1, "model.py", "Layer.forward", "Eq. 1, attention with the padding mask and M_l",
+             "test_model.py's lessons (the references, padding, the mask, scale, attention dropout)",
+             ("committed_reference", "huggingface_live", "padding_does_not_change", "attention_rows", "one_entry",
+              "reach_every", "first_only", "scale", "attention_dropout"),
+             "A is multiplied by `scale` when one is given (integrated gradients,\n"
+             "Eq. 3), and that A is used and handed out. Attention dropout: dropout() above; with\n"
+             "dropped_A the dropped A (rescaled) is used and handed out, else it acts on A @ v only and\n"
+             "A goes out as Eq. 1 defines it. first_only is only a saving: x may stay (B, T, C), the\n"
+             "head reads x[:, 0] either way."),
+    Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels",
+             "lessons 1, 2, 11 and 18",
+             ("finite_difference", "one_backward", "gold_labels", "first_pass")),
+    Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens",
+             "lessons 1, 2, 11, 12, 15 and 16",
+             ("finite_difference", "one_backward", "gold_labels", "regression", "token_attribution",
+              "ignored_positions")),
+    Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward",
+             "lessons 1, 2, 4, 11-13 and 18",
+             ("finite_difference", "one_backward", "one_step", "gold_labels", "regression", "ablations",
+              "first_pass"),
+             "runs in eval mode (train mode for first_pass='train') and hands the model back in the\n"
+             "mode it came in (lesson 2). ga: one forward (_unmasked_pass), one autograd.grad;\n"
+             "iga: _integrated_gradients; aa: the maps of model.encoder(..., depth=max(layers) + 1),\n"
+             "no layer above run (lesson 13)."),
+    Exercise(5, "addrop.py", "drop_mask", "Eq. 6-7, the mask",
+             "lessons 6-9",
+             ("mask_by_hand", "long_rows", "paper_recipe", "dropped_fraction", "stays_a_distribution"),
+             "draw the coin flips as ONE bernoulli((B, H, T, T), q, generator, scores.device), True\n"
+             "where a candidate is dropped (u = 0), so that lesson 7 sees its literal recipe's draws;\n"
+             "end with _real_rows."),
+    Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row",
+             "lessons 6, 7, 9, 13 and 17",
+             ("mask_by_hand", "paper_recipe", "stays_a_distribution", "ablations", "every_attribution")),
+    Exercise(7, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning",
+             "lesson 10",
+             ("cross_tuning",)),
+    Exercise(8, "addrop.py", "_integrated_gradients", "Eq. 3, integrated gradients",
+             "lessons 3-5 (and 2, 11, 17)",
+             ("integrated_gradient", "one_backward", "gold_labels", "every_attribution"),
+             "Layer.forward's `scale` (B, 1, 1, 1) multiplies A. Lesson 5 wants the plain loop's\n"
+             "numbers to 1e-10, however ig_budget cuts the m steps into chunks."),
+    Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline",
+             "lessons 13 and 17",
+             ("ablations", "every_attribution")),
+    Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks",
+             "lessons 15-17",
+             ("token_attribution", "ignored_positions", "every_attribution"),
+             "a sum, not a mean, over the tokens whose label is not IGNORE (lesson 16 moves the others)."),
 ]
-TESTS = {"model.py": "test_model.py", "addrop.py": "test_addrop.py"}
+BY_NUMBER = {e.number: e for e in EXERCISES}
 
 
-def message(n, file, name, equation, lessons, k):
+def command(e, path=None):
+    """The command that runs exercise e's lessons on the student's file (or on the file at `path`)."""
+    return f"python -m pytest {TESTS[e.file]} --impl {path or 'exercises/' + e.file} --exercise {e.number}"
+
+
+def message(e):
     """What the blank body raises: first line for pytest's summary, then how to run its lessons."""
-    return (f"Exercise {n} ({equation}): write {name} in exercises/{file}\n"
-            f"  checked by {lessons}:\n"
-            f"  python -m pytest {TESTS[file]} --impl exercises/{file} -k '{k}'")
+    others = any(o.file == e.file and o != e for o in EXERCISES)
+    return (f"Exercise {e.number} ({e.equation}): write {e.name} in exercises/{e.file}\n"
+            f"  checked by {e.lessons}{', run with the real code for the other exercises' if others else ''}:\n"
+            f"  {command(e)}")
+
+
+def checks(e, test_file, test_name):
+    """Whether the test `test_name` (a function name) of the file `test_file` is one of e's lessons."""
+    return test_file == TESTS[e.file] and any(m in test_name for m in e.match)
 
 
 def find(tree, qualname):
@@ -77,24 +119,39 @@ def find(tree, qualname):
     return node
 
 
-def body_lines(fn):
-    """The 0-based line range [start, end) of fn's body after its docstring, and its indent."""
+def body_lines(fn, lines):
+    """The 0-based line range [start, end) of fn's body after its docstring, and its indent. The body
+    runs to the last line indented deeper than the def before the next statement or comment that is
+    not, so that a comment a student leaves at the end of an answer still belongs to the answer."""
     doc = fn.body[0]
     if not (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)):
         raise ValueError(f"{fn.name} has no docstring: an exercise needs one to say what to write")
     if len(fn.body) < 2 or fn.body[1].lineno <= doc.end_lineno:
         raise ValueError(f"{fn.name}: the body must start on the line after the docstring")
-    return doc.end_lineno, fn.end_lineno, " " * doc.col_offset
+    end = fn.end_lineno
+    for i in range(fn.end_lineno, len(lines)):
+        text = lines[i].rstrip()
+        if text and len(text) - len(text.lstrip()) <= fn.col_offset:
+            break
+        if text:
+            end = i + 1
+    return doc.end_lineno, end, " " * doc.col_offset
 
 
-def stub(exercise, indent):
+def stub(e, indent):
     """The blank body: the tip as a comment, then the raise."""
-    n, file, name, equation, lessons, k, tip = exercise
-    text = message(n, file, name, equation, lessons, k)
+    text = message(e)
     assert '"' not in text
-    lines = [f"# Exercise {n}: " + tip.replace("\n", "\n#   ")] if tip else []
+    lines = [f"# Exercise {e.number}: " + e.tip.replace("\n", "\n#   ")] if e.tip else []
     lines += ["raise NotImplementedError(", '    "' + text.replace("\n", '\\n"\n    "') + '")']
     return "".join(indent + line + "\n" for part in lines for line in part.split("\n"))
+
+
+def header(file):
+    """The two comment lines that open an exercise file."""
+    return (f"# {file} with the bodies of its exercises blanked, written by exercises/make.py. Write them in any\n"
+            f"# order; each blank body's message gives the command that checks it, e.g.\n"
+            f"#     {command(next(e for e in EXERCISES if e.file == file))}\n")
 
 
 def blank(file, source, numbers=None):
@@ -102,13 +159,11 @@ def blank(file, source, numbers=None):
     whose number is in `numbers`, replaced by their stubs; the rest of the text as it is."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    edits = [(*body_lines(find(tree, e[2])), e) for e in EXERCISES
-             if e[1] == file and (numbers is None or e[0] in numbers)]
+    edits = [(*body_lines(find(tree, e.name), lines), e) for e in EXERCISES
+             if e.file == file and (numbers is None or e.number in numbers)]
     for start, end, indent, e in sorted(edits, key=lambda edit: edit[0], reverse=True):
         lines[start:end] = [stub(e, indent)]
-    header = (f"# {file} with the bodies of its exercises blanked, written by exercises/make.py: fill them in and run\n"
-              f"#     python -m pytest {TESTS[file]} --impl exercises/{file}\n")
-    return header + "".join(lines)
+    return header(file) + "".join(lines)
 
 
 def generate(numbers=None):
@@ -116,29 +171,42 @@ def generate(numbers=None):
     return {file: blank(file, (ROOT / file).read_text(), numbers) for file in TESTS}
 
 
-def answered(path):
-    """Numbers of the exercises whose body in the file at `path` is no longer the blank one."""
+def outside_bodies(file, text):
+    """text, an exercise file, with each exercise's body cut down to one line "<answer>": the part
+    that this script owns, whatever a student has written in the bodies. Raises SyntaxError if text
+    does not parse, LookupError if an exercise's function is missing."""
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    edits = [body_lines(find(tree, e.name), lines) for e in EXERCISES if e.file == file]
+    for start, end, indent in sorted(edits, reverse=True):
+        lines[start:end] = [indent + "<answer>\n"]
+    return "".join(lines)
+
+
+def answered(file, text):
+    """Numbers of the exercises of `file` whose body in `text`, an exercise file, is no longer the blank one."""
     try:
-        tree = ast.parse(path.read_text())
+        tree = ast.parse(text)
     except SyntaxError:
-        return [e[0] for e in EXERCISES if e[1] == path.name]
+        return [e.number for e in EXERCISES if e.file == file]
     done = []
     for e in EXERCISES:
-        if e[1] == path.name:
+        if e.file == file:
             try:
-                body = find(tree, e[2]).body[1:]
+                body = find(tree, e.name).body[1:]
             except LookupError:  # an exercise newer than the file: nothing written there yet
                 continue
             if not (len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])):
-                done.append(e[0])
+                done.append(e.number)
     return done
 
 
 if __name__ == "__main__":
     for file, text in generate().items():
         out = HERE / file
-        if out.exists() and out.read_text() != text and "--force" not in sys.argv and answered(out):
-            sys.exit(f"{out.relative_to(ROOT)} holds answers to exercises {answered(out)}: copy it somewhere "
+        done = answered(file, out.read_text()) if out.exists() and out.read_text() != text else []
+        if done and "--force" not in sys.argv:
+            sys.exit(f"{out.relative_to(ROOT)} holds answers to exercises {done}: copy it somewhere "
                      "first, then run python exercises/make.py --force")
         out.write_text(text)
         print(f"wrote {out.relative_to(ROOT)}")

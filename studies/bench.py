@@ -311,7 +311,7 @@ def build(args):
     steps = {}  # name -> a function that runs one training step
     for n in names:
         attribution, spec, _ = METHODS[n]
-        steps[n] = partial(our_step, net, opt, batch, attribution, spec and addrop.parse_layers(spec, L))
+        steps[n] = partial(our_step, net, opt, batch, attribution, spec and settings.parse_layers(spec, L))
     steps["forward"] = partial(forward, net, batch)  # F itself, to turn the floor's count of F into a ratio here
     scores = list(addrop.attribute(net, batch, range(L), "aa").values())  # any (B, H, T, T) scores will do
     steps.update({k: partial(masks_only, batch, scores, k) for k in MASKS})

@@ -1,0 +1,67 @@
+"""
+The lessons' checks (test_model.py, test_addrop.py), said in words. A check that fails raises
+Wrong, an AssertionError whose message says what was measured and what was expected and, where
+numbers are compared, by how much they differ, as CS231n checks each piece of an assignment:
+
+    relative error = max |actual - expected| / max |expected|
+
+Under --impl (conftest.py) that message is printed alone, after the exercise it points at: no
+traceback, no tensor printed whole.
+"""
+
+import math
+
+import torch
+
+
+class Wrong(AssertionError):
+    """A lesson's check that failed; the message says what, in words."""
+
+
+def true(condition, message):
+    """A property that must hold; message says what was seen instead and what was expected."""
+    if not condition:
+        raise Wrong(message)
+
+
+def _differences(actual, expected, what):
+    """max |actual - expected|, its size relative to max |expected|, and the two as float64 tensors."""
+    a = torch.as_tensor(actual).detach().double()
+    e = torch.as_tensor(expected).detach().double()
+    if a.shape != e.shape:
+        raise Wrong(f"{what}: shape {tuple(a.shape)}, expected {tuple(e.shape)}")
+    if a.numel() == 0:
+        return 0.0, 0.0, a, e
+    if not torch.isfinite(a).all() and torch.isfinite(e).all():
+        raise Wrong(f"{what}: {int((~torch.isfinite(a)).sum())} of {a.numel()} values are NaN or infinite, "
+                    "expected none")
+    diff = (a - e).abs().nan_to_num(0.0).max().item()  # where both are the same infinity: no difference
+    size = e.abs().nan_to_num(0.0, posinf=0.0).max().item()
+    return diff, diff / size if size > 0 else (0.0 if diff == 0 else math.inf), a, e
+
+
+def close(actual, expected, what, atol=None, rtol=None):
+    """actual agrees with expected (numbers or tensors of one shape): the largest difference is at most
+    atol, or the relative error at most rtol (give either)."""
+    diff, rel, _, _ = _differences(actual, expected, what)
+    if (atol is not None and diff <= atol) or (rtol is not None and rel <= rtol):
+        return
+    limit = f"a difference below {atol:.0e}" if atol is not None else f"a relative error below {rtol:.0e}"
+    raise Wrong(f"{what}: max |difference| {diff:.1e}, relative error {rel:.1e}; expected {limit}")
+
+
+def same(actual, expected, what):
+    """actual equals expected exactly, entry for entry (bit for bit)."""
+    diff, rel, a, e = _differences(actual, expected, what)
+    unequal = int((a != e).sum())
+    if unequal:
+        raise Wrong(f"{what}: {unequal} of {a.numel()} entries differ (max |difference| {diff:.1e}, relative "
+                    f"error {rel:.1e}); expected the same, bit for bit")
+
+
+def far(actual, expected, what, atol):
+    """actual differs from expected by more than atol somewhere: the two must not be the same."""
+    diff, rel, _, _ = _differences(actual, expected, what)
+    if not diff > atol:
+        raise Wrong(f"{what}: max |difference| {diff:.1e} (relative {rel:.1e}); expected them to differ by "
+                    f"more than {atol:.0e}")
