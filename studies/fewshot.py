@@ -204,7 +204,8 @@ def report_pilot(args, base, runs, results):
               ", ".join(f"{k}-shot ({PAPER_GAINS[k]:+.1f}): {v}" for k, v in rule["seeds_needed"].items()) +
               f" -> {rule['seeds']} seeds per K (at least {MIN_SEEDS}, at most {MAX_SEEDS})",
               f"estimated confirmatory wall time on {SHARDS} single-threaded shards: {rule['hours']:.1f} h"
-              + (f"; cut to fit {HOURS:g} h: {', '.join(rule['cuts'])}" if rule["cuts"] else "")]
+              + (f"; cut to fit {HOURS:g} h: {', '.join(rule['cuts'])}" if rule["cuts"] else "")
+              + (f"; still above {HOURS:g} h at the fewest seeds, so it runs over (rule 6)" if rule["hours"] > HOURS else "")]
     write_json(f"{base}.json", {"preset": f"{args.scale}/fewshot_pilot", "pilot": True, **compare.rnd([rule])[0],
                                 "table": lines})
     write_csv(f"{base}_runs.csv", [{**compare.run_row(r, res), "shots": r.info["shots"], "lr": r.info["lr"]}
