@@ -6,7 +6,22 @@ modules (experiments, sweep, compare, bench, ...) from this folder, as the scrip
 import sys
 from pathlib import Path
 
+import pytest
+
 HERE = Path(__file__).resolve().parent
 for folder in (HERE.parent, HERE):
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
+
+import checkpoint  # noqa: E402  (after the path is set)
+import model as modeling  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory):
+    """A tiny BERT's config.json: a plan reads the model type (bert) from it for Table 4's p and q."""
+    d = tmp_path_factory.mktemp("tiny_config")
+    cfg = modeling.Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                          max_position_embeddings=64)
+    checkpoint.save_pretrained(modeling.Model(cfg, 2), d)
+    return d

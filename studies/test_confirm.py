@@ -20,15 +20,6 @@ import settings
 import sweep
 
 
-@pytest.fixture(scope="module")
-def tiny_config(tmp_path_factory):
-    """A tiny BERT's config.json: a plan reads the model type (bert) from it for Table 4's p and q."""
-    d = tmp_path_factory.mktemp("tiny_config")
-    cfg = modeling.Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                          max_position_embeddings=64)
-    checkpoint.save_pretrained(modeling.Model(cfg, 2), d)
-    return d
-
 
 def flag(argv, name):
     return argv[argv.index(name) + 1] if name in argv else None
