@@ -212,6 +212,24 @@ def test_answers_are_not_differences(file):
     assert differences(file, answered.replace('"""', '""" Edited.', 1)) != ""
 
 
+@pytest.mark.parametrize("file", FILES)
+def test_rewrite_keeps_the_answers(file):
+    """python exercises/make.py after a core change: the student's answer (here the first exercise of
+    the file, written with a mistake of WRONG so that it is not the real body) is kept line for line, the
+    other exercises take the new blanks, and every line outside the bodies (here the module docstring, as
+    the core change edited it) is what make.py writes now."""
+    real = (ROOT / file).read_text()
+    numbers = [e.number for e in make.EXERCISES if e.file == file]
+    _, _, old, new = next(w for w in WRONG if w[0] == numbers[0])
+    student = make.blank(file, real, numbers=numbers[1:]).replace(old, new)
+    fresh = make.blank(file, real.replace('"""', '""" Edited.', 1))
+    text, kept = make.keep_answers(file, fresh, student)
+    assert kept == [numbers[0]] and make.answered(file, text) == [numbers[0]]
+    assert make.outside_bodies(file, text) == make.outside_bodies(file, fresh)
+    assert new in text and old not in text and '""" Edited.' in text
+    assert make.keep_answers(file, fresh, fresh) == (fresh, [])  # nothing answered: the new blank file as it is
+
+
 def test_real_files_pass_every_lesson(runs):
     """(c) The real model.py and addrop.py, passed through --impl as a student's files are, pass
     every lesson of test_model.py and test_addrop.py; the header shows that --impl took effect."""

@@ -6,8 +6,8 @@ every other line stay those of the real files: the splice is done on the text, s
 is kept, and ast only says where each body starts and ends. model.py holds the encoder alone;
 checkpoint.py, which loads the weights, is no exercise: it builds whichever model.py is imported.
 
-    python exercises/make.py           # after any change to model.py or addrop.py
-    python exercises/make.py --force   # also over a file holding a student's answers
+    python exercises/make.py           # after any change to model.py or addrop.py: answers are kept
+    python exercises/make.py --force   # start over: every body blank again, answers dropped
 
 Each exercise is checked alone: its command (`--exercise N`, see conftest.py) runs only its lessons,
 with the real code for every other exercise, so they can be done in any order.
@@ -201,12 +201,30 @@ def answered(file, text):
     return done
 
 
+def keep_answers(file, fresh, old):
+    """fresh, what this script writes now, with the bodies of the exercises answered in old (the
+    student's file, written from an older model.py or addrop.py) put back in: a rewrite after a core
+    change loses no answer. Returns the text and the numbers kept; SyntaxError if old does not parse."""
+    old_tree, old_lines = ast.parse(old), old.splitlines(keepends=True)
+    tree, lines = ast.parse(fresh), fresh.splitlines(keepends=True)
+    kept = [e for e in EXERCISES if e.file == file and e.number in answered(file, old)]
+    edits = []
+    for e in kept:
+        start, end, _ = body_lines(find(old_tree, e.name), old_lines)
+        edits.append((*body_lines(find(tree, e.name), lines)[:2], old_lines[start:end]))
+    for start, end, body in sorted(edits, key=lambda edit: edit[0], reverse=True):
+        lines[start:end] = body
+    return "".join(lines), [e.number for e in kept]
+
+
 if __name__ == "__main__":
     for file, text in generate().items():
-        out = HERE / file
-        done = answered(file, out.read_text()) if out.exists() and out.read_text() != text else []
-        if done and "--force" not in sys.argv:
-            sys.exit(f"{out.relative_to(ROOT)} holds answers to exercises {done}: copy it somewhere "
-                     "first, then run python exercises/make.py --force")
+        out, kept = HERE / file, []
+        if out.exists() and "--force" not in sys.argv:
+            try:
+                text, kept = keep_answers(file, text, out.read_text())
+            except SyntaxError as e:
+                sys.exit(f"{out.relative_to(ROOT)} does not parse (line {e.lineno}: {e.msg}), so its answers "
+                         "cannot be kept: fix it, or copy it somewhere and run python exercises/make.py --force")
         out.write_text(text)
-        print(f"wrote {out.relative_to(ROOT)}")
+        print(f"wrote {out.relative_to(ROOT)}" + (f", keeping your answers to exercises {kept}" if kept else ""))
