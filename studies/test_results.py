@@ -21,9 +21,10 @@ RESULTS = Path(__file__).resolve().parent / "results"
 # compared (an analysis none of whose files is committed yet is not run)
 STUDIES = {
     "compare_cpu": [("compare", ["compare.csv", "compare.json", "compare_runs.csv", "compare_epochs.csv"])],
-    "confirm": [("ner_pilot", ["ner_pilot.txt", "ner_pilot.json"]), ("confirm", ["confirm.txt", "confirm.json"])],
+    "confirm": [("ner_pilot", ["ner_pilot.txt", "ner_pilot.json", "ner_pilot.csv"]),
+                ("confirm", ["confirm.txt", "confirm.json", "confirm.csv"])],
     "fewshot": [("fewshot_pilot", ["fewshot_pilot.txt", "fewshot_pilot.json", "fewshot_pilot_runs.csv"]),
-                ("fewshot", ["fewshot.txt", "fewshot.json", "fewshot_runs.csv"])],
+                ("fewshot", ["fewshot.txt", "fewshot.json", "fewshot.csv", "fewshot_runs.csv"])],
 }
 
 
