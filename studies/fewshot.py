@@ -311,6 +311,8 @@ def rows(args, done, failed, regimes):
                     "shots": f"{lo}-{hi}", "metric": "dev accuracy", **confirm.paired_test(d), "failed": 0,
                     "regime": shrink_regime})
     confirm.decide(primary)
+    for r in primary:  # what a null can rule out: the gain this n and the observed sd find with 80% power
+        r["detectable"] = detectable(r["sd"], r["n"]) if r["n"] >= 2 and math.isfinite(r["sd"]) else math.nan
     secondary = []
     for (task, k), by_method in done.items():
         for arm in by_method:
@@ -358,16 +360,19 @@ def report_fewshot(args, base, runs, results):
     for (task, k), g in regimes.items():
         lines.append(f"| {data.get_task(task).name} {k} | {compare.num(g['baseline'])} | {compare.num(g['mean'])}, "
                      f"{compare.num(g['min'])} ({g['n']}) | {g['label']} |")
-    lines += ["", "Primary: H5-H8, paired two-sided t-tests, Holm over the four at family-wise 0.05", "",
+    lines += ["", "Primary: H5-H8, paired two-sided t-tests, Holm over the four at family-wise 0.05; sd: the paired "
+              f"differences' sd; detectable: the true gain found with 80% power at this n and sd, at Holm's strictest "
+              f"level {POWER_LEVEL}", "",
               "| | difference | n | estimate [95% CI], points | p | Holm level / adjusted p | wins/ties/losses | "
-              "paper (Table 5) | decision |", "|---|---|---|---|---|---|---|---|---|"]
+              "sd, detectable | paper (Table 5) | decision |", "|---|---|---|---|---|---|---|---|---|---|"]
     paper = lambda k: f"{PAPER_GAINS[k]:+.1f}" if k in PAPER_GAINS else \
         f"{PAPER_GAINS[SHRINK[1]] - PAPER_GAINS[SHRINK[2]]:+.1f}"
     ci = lambda r: f"{compare.num(r['mean'], 1, '+')} [{compare.num(r['ci_low'], 1, '+')}, {compare.num(r['ci_high'], 1, '+')}]"
     for r in primary:
         holm = "–" if r["rejected"] is None else f"{r['holm_level']:.4f} / {confirm.p_text(r['holm_p'])}"
         lines.append(f"| {r['hypothesis']} | {r['difference']} | {r['n']} | {ci(r)} | {p_cell(r)} | {holm} | "
-                     f"{r['wins']}/{r['ties']}/{r['losses']} | {paper(r['shots'])} | {r['decision']} |")
+                     f"{r['wins']}/{r['ties']}/{r['losses']} | {compare.num(r['sd'], 1)}, {compare.num(r['detectable'], 1)} | "
+                     f"{paper(r['shots'])} | {r['decision']} |")
     lines += ["", "Secondary (descriptive, p unadjusted, not part of the test)", "",
               "| difference | task, metric | n | estimate [95% CI], points | p | wins/ties/losses | regime |",
               "|---|---|---|---|---|---|---|"]

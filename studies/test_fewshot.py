@@ -171,7 +171,8 @@ def test_fewshot_follows_the_cuts_and_refuses_without_a_finished_pilot(tiny_conf
 
 def test_h8_is_the_gain_at_16_minus_the_gain_at_256_on_the_same_seed(monkeypatch):
     """Seeds 200-202: GA minus fine-tuning at 16 shots +4, +6, +2 points and at 256 +1, +1, +1 (seed 202 has no
-    256-shot GA run): H8's differences are +3 and +5 over the two seeds that have both, and H5's n is 3."""
+    256-shot GA run): H8's differences are +3 and +5 over the two seeds that have both, and H5's n is 3; the
+    smallest gain each detects comes from its own n and sd, and none without two seeds."""
     res = lambda v: {"dev_at_best": v}
     done = {("sst2", 16): {"fine-tuning": {200: res(0.60), 201: res(0.60), 202: res(0.60)},
                            "GA": {200: res(0.64), 201: res(0.66), 202: res(0.62)}},
@@ -183,3 +184,6 @@ def test_h8_is_the_gain_at_16_minus_the_gain_at_256_on_the_same_seed(monkeypatch
     assert h["H5"]["n"] == 3 and h["H5"]["mean"] == pytest.approx(4.0)
     assert h["H8"]["n"] == 2 and h["H8"]["mean"] == pytest.approx(4.0) and h["H8"]["wins"] == 2
     assert h["H6"]["n"] == 0 and h["H6"]["decision"] == "no data yet"
+    # what each can rule out: the power formula at its n and its differences' sd (H5: sd of +4, +6, +2 is 2)
+    assert h["H5"]["detectable"] == pytest.approx(fewshot.detectable(2.0, 3))
+    assert math.isnan(h["H6"]["detectable"]) and h["H7"]["detectable"] == 0  # H7: +1, +1, no spread
