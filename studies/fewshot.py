@@ -340,6 +340,15 @@ def curves(done):
     return out
 
 
+NOTE = ("a difference is one arm minus the other on the same seed, in points; CI: mean +- t_{0.975,n-1} sd/sqrt(n); "
+        "p: two-sided paired t-test; Holm over H5-H8 at family-wise 0.05: the k-th smallest of m p-values rejected "
+        "while below 0.05/(m-k+1), stopping at the first that is not (a hypothesis whose K is not informative at "
+        "this scale keeps its place in the family); supported: rejected with the expected sign (H5-H8: above 0), "
+        "reversed: rejected with the other, not decided: not rejected; a seed whose run failed in either arm is left "
+        "out of that difference; regime check from the fine-tuning runs alone, on dev at the held-out-best epoch; "
+        "secondary rows are descriptive, their p unadjusted and outside the test")
+
+
 def p_cell(r):
     return confirm.p_text(r["p"])
 
@@ -390,7 +399,7 @@ def report_fewshot(args, base, runs, results):
                                 "primary": compare.rnd(primary), "secondary": compare.rnd(secondary),
                                 "regime": {f"{t} {k}": compare.rnd([g])[0] for (t, k), g in regimes.items()},
                                 "holdout_loss": {f"{t} {k} {a}": v for (t, k, a), v in loss.items()},
-                                "paper_gains": PAPER_GAINS, "table": lines, "note": confirm.NOTE})
+                                "paper_gains": PAPER_GAINS, "table": lines, "note": NOTE})
     write_csv(f"{base}.csv", compare.rnd(primary + secondary))
     write_csv(f"{base}_runs.csv", [{**compare.run_row(r, res), "shots": r.info["shots"]}
                                    for r, res in zip(runs, results) if res is not None and not res.get("error")])
