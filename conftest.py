@@ -122,6 +122,14 @@ def _exercise(item):
             f"({', '.join(e.name for e in found)}: run each alone with --exercise N)")
 
 
+def _named(message, impls):
+    """A blank body's message names exercises/FILE; where the student's copy lives elsewhere, it names
+    the path given to --impl instead, so that its command runs as printed."""
+    for path in impls:
+        message = message.replace(f"exercises/{Path(path).name}", str(path))
+    return message
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
@@ -129,6 +137,7 @@ def pytest_runtest_makereport(item, call):
     if e is None or not item.config.getoption("impl"):
         return
     if e.errisinstance(NotImplementedError) and str(e.value).startswith("Exercise "):
+        e.value.args = (_named(str(e.value), item.config.getoption("impl")),)
         report.longrepr = e.getrepr(style="value")  # the message, without the traceback
     elif e.errisinstance(checks.Wrong):
         who = _exercise(item)

@@ -131,12 +131,18 @@ def run_of(e, path, *extra):
     return [make.TESTS[e.file], "--impl", path, "--exercise", e.number, *extra]
 
 
+def where(tmp_path_factory, key, name):
+    """The path of run `key`'s exercise file `name`: a folder of its own, outside exercises/."""
+    return tmp_path_factory.getbasetemp() / re.sub(r"\W+", "_", "-".join(map(str, key)))[:40] / name
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Every lesson run of the tests below, run together. Keys: ("real", test file), ("written", n),
     ("wrong", n, mistake), ("blank", n); values: exit code and output."""
     def file(key, name, text):
-        path = tmp_path_factory.mktemp(re.sub(r"\W+", "_", "-".join(map(str, key)))[:40]) / name
+        path = where(tmp_path_factory, key, name)
+        path.parent.mkdir()
         path.write_text(text)
         return path
     impls = ["--impl", "model.py", "--impl", "addrop.py"]
@@ -240,13 +246,15 @@ def test_real_files_pass_every_lesson(runs):
 
 
 @pytest.mark.parametrize("e", make.EXERCISES, ids=lambda e: f"{e.number}-{e.name}")
-def test_each_blank_fails_its_lessons(e, runs):
+def test_each_blank_fails_its_lessons(e, runs, tmp_path_factory):
     """(d) The blank file fails the command that exercise e's message prints (the first failure stops
     the run) with exercise e's own message, printed without a traceback by conftest.py: every other
-    exercise, blank too, is replaced by the real code, so none can stand in the way."""
+    exercise, blank too, is replaced by the real code, so none can stand in the way. The file lies
+    outside exercises/, and the message names it where it lies."""
     code, out = runs["blank", e.number]
     assert code == 1, out  # 1: tests failed (not 2-5: interrupted, internal or usage error, none collected)
-    assert make.message(e) in out, out
+    path = str(where(tmp_path_factory, ("blank", e.number), e.file))
+    assert make.message(e).replace(f"exercises/{e.file}", path) in out, out
     assert "Traceback" not in out
 
 
