@@ -317,15 +317,19 @@ def study_rows(done, failed, regimes, seeds, path=EXPLORATORY):
 # -----------------------------------------------------------------------------
 # the report
 
-NOTE = ("a difference is one arm minus the other on the same seed, in points; CI: mean +- t_{0.975,n-1} sd/sqrt(n); "
-        "p: two-sided paired t-test; Holm over H1-H4 (those with data) at family-wise 0.05: the k-th smallest of "
-        "m p-values rejected while below 0.05/(m-k+1), stopping at the first that is not (a hypothesis of a task "
-        "not informative at this scale keeps its place in the family); supported: rejected with "
-        "the expected sign (H1, H2: above; H3, H4: either, said which), reversed: rejected with the other, not "
-        "decided: not rejected; a seed whose run failed in either arm is left out of that difference; regime "
-        "check from the fine-tuning runs alone, on dev at the held-out-best epoch (NER: the 1000-sentence dev "
-        "sample, a constant answer's entity F1 taken as 0); secondary and pooled rows are descriptive, their p "
-        "unadjusted and outside the test")
+def note(family, signs, regime="", of="of a task", rows="secondary and pooled rows"):
+    """The report's note on how to read it, for the hypotheses `family` with their expected `signs`."""
+    return ("a difference is one arm minus the other on the same seed, in points; CI: mean +- t_{0.975,n-1} "
+            f"sd/sqrt(n); p: two-sided paired t-test; Holm over {family} at family-wise 0.05: the k-th smallest of "
+            "m p-values rejected while below 0.05/(m-k+1), stopping at the first that is not (a hypothesis "
+            f"{of} not informative at this scale keeps its place in the family); supported: rejected with the "
+            f"expected sign ({signs}), reversed: rejected with the other, not decided: not rejected; a seed whose "
+            "run failed in either arm is left out of that difference; regime check from the fine-tuning runs alone, "
+            f"on dev at the held-out-best epoch{regime}; {rows} are descriptive, their p unadjusted and outside the test")
+
+
+NOTE = note("H1-H4 (those with data)", "H1, H2: above; H3, H4: either, said which",
+            regime=" (NER: the 1000-sentence dev sample, a constant answer's entity F1 taken as 0)")
 
 
 def p_text(p):

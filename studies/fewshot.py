@@ -340,13 +340,7 @@ def curves(done):
     return out
 
 
-NOTE = ("a difference is one arm minus the other on the same seed, in points; CI: mean +- t_{0.975,n-1} sd/sqrt(n); "
-        "p: two-sided paired t-test; Holm over H5-H8 at family-wise 0.05: the k-th smallest of m p-values rejected "
-        "while below 0.05/(m-k+1), stopping at the first that is not (a hypothesis whose K is not informative at "
-        "this scale keeps its place in the family); supported: rejected with the expected sign (H5-H8: above 0), "
-        "reversed: rejected with the other, not decided: not rejected; a seed whose run failed in either arm is left "
-        "out of that difference; regime check from the fine-tuning runs alone, on dev at the held-out-best epoch; "
-        "secondary rows are descriptive, their p unadjusted and outside the test")
+NOTE = confirm.note("H5-H8", "H5-H8: above 0", of="whose K is", rows="secondary rows")
 
 
 def p_cell(r):
