@@ -5,6 +5,13 @@ numbers are compared, by how much they differ, as CS231n checks each piece of an
 
     relative error = max |actual - expected| / max |expected|
 
+the largest difference over the largest expected value (CS231n's is taken entry by entry,
+|x - y| / max(1e-8, |x| + |y|): near zero entries it is large where this one is not). Where the
+numbers show a usual slip, the message names it: actual = -expected, a flipped sign; actual =
+expected / N or N times it, a mean for a sum or a sum for a mean; the sizes of expected in another
+order, a transpose; integers off by one. torch.testing.assert_close would compare as well, but
+its message names indices and dtypes, not what was measured.
+
 Under --impl (conftest.py) that message is printed alone, after the exercise it points at: no
 traceback, no tensor printed whole.
 """
@@ -29,7 +36,8 @@ def _differences(actual, expected, what):
     a = torch.as_tensor(actual).detach().double()
     e = torch.as_tensor(expected).detach().double()
     if a.shape != e.shape:
-        raise Wrong(f"{what}: shape {tuple(a.shape)}, expected {tuple(e.shape)}")
+        turned = "; the same sizes in another order: a transpose?" if sorted(a.shape) == sorted(e.shape) else ""
+        raise Wrong(f"{what}: shape {tuple(a.shape)}, expected {tuple(e.shape)}{turned}")
     if a.numel() == 0:
         return 0.0, 0.0, a, e
     if not torch.isfinite(a).all() and torch.isfinite(e).all():
@@ -40,14 +48,32 @@ def _differences(actual, expected, what):
     return diff, diff / size if size > 0 else (0.0 if diff == 0 else math.inf), a, e
 
 
+def _slip(a, e):
+    """The usual slip that actual a and expected e (float64, one shape, not equal) show, in words, or ''."""
+    if not (torch.isfinite(a).all() and torch.isfinite(e).all()) or e.abs().max() == 0:
+        return ""
+    d = (a - e).abs()
+    if torch.equal(a, a.round()) and torch.equal(e, e.round()) and e.abs().max() > 1 and d.max() == 1:
+        return "; integers off by one: a count or an index one too far?"
+    c = ((a * e).sum() / (e * e).sum()).item()  # the factor that best maps expected onto actual
+    if (a - c * e).abs().max() > 1e-3 * e.abs().max() or c == 0:
+        return ""  # actual is no multiple of expected
+    n = round(1 / c) if abs(c) < 1 else round(c)
+    if abs(c + 1) < 1e-3:
+        return "; actual = -expected: a flipped sign?"
+    if abs(n) >= 2 and abs(c * n - 1 if abs(c) < 1 else c / n - 1) < 1e-3:
+        return f"; actual = expected / {n}: a mean for a sum?" if abs(c) < 1 else f"; actual = {n} x expected: a sum for a mean?"
+    return ""
+
+
 def close(actual, expected, what, atol=None, rtol=None):
     """actual agrees with expected (numbers or tensors of one shape): the largest difference is at most
     atol, or the relative error at most rtol (give either)."""
-    diff, rel, _, _ = _differences(actual, expected, what)
+    diff, rel, a, e = _differences(actual, expected, what)
     if (atol is not None and diff <= atol) or (rtol is not None and rel <= rtol):
         return
     limit = f"a difference below {atol:.0e}" if atol is not None else f"a relative error below {rtol:.0e}"
-    raise Wrong(f"{what}: max |difference| {diff:.1e}, relative error {rel:.1e}; expected {limit}")
+    raise Wrong(f"{what}: max |difference| {diff:.1e}, relative error {rel:.1e}; expected {limit}{_slip(a, e)}")
 
 
 def same(actual, expected, what):
@@ -56,7 +82,7 @@ def same(actual, expected, what):
     unequal = int((a != e).sum())
     if unequal:
         raise Wrong(f"{what}: {unequal} of {a.numel()} entries differ (max |difference| {diff:.1e}, relative "
-                    f"error {rel:.1e}); expected the same, bit for bit")
+                    f"error {rel:.1e}); expected the same, bit for bit{_slip(a, e)}")
 
 
 def far(actual, expected, what, atol):

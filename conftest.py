@@ -30,9 +30,7 @@ import checks
 import impl
 
 ROOT = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercises" / "make.py")
-make = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make)
+make = impl.make  # exercises/make.py: the exercises, their files and messages
 
 
 def pytest_addoption(parser):
@@ -49,7 +47,7 @@ def pytest_configure(config):
     # model.py first: addrop.py imports model, which must then be the student's
     for path in sorted(map(Path, config.getoption("impl")), key=lambda path: path.name != "model.py"):
         try:
-            module = impl.load(path)
+            module = impl.load(path)  # a file written from an older model.py or addrop.py is refused here
         except impl.ImplError as e:
             raise pytest.UsageError(str(e)) from None
         if n is not None:
@@ -58,12 +56,24 @@ def pytest_configure(config):
     if n is not None and files and make.BY_NUMBER[n].file not in files:
         e = make.BY_NUMBER[n]
         raise pytest.UsageError(f"--exercise {n} is {e.name} in {e.file}: {make.command(e)}")
+    config.failed_lessons = set()  # lessons failed once under --impl: their other parameters are skipped
+
+
+def rebound(fn, module, name):
+    """fn's code run in `module` (its globals): the real function, calling the student's others. Only a
+    plain function can be rebound so: a wrapper's code is the wrapper's, and a closure's cells would be lost."""
+    if type(fn) is not types.FunctionType or fn.__closure__ or hasattr(fn, "__wrapped__"):
+        raise pytest.UsageError(f"--exercise: the real {name} is not a plain function (a decorator, a closure or "
+                                f"another callable), so it cannot be run in the student's module; make it one")
+    new = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__)
+    new.__kwdefaults__, new.__doc__, new.__qualname__ = fn.__kwdefaults__, fn.__doc__, fn.__qualname__
+    return new
 
 
 def _put_back_real(module, path, n):
     """In the student's module, every exercise of its file but exercise n becomes the real function:
     the real code object with the student's module as its globals, so that it calls the student's
-    other functions, exercise n among them."""
+    other functions, exercise n among them. impl.load has checked that each is there."""
     spec = importlib.util.spec_from_file_location("real_" + path.stem, ROOT / path.name)
     real = importlib.util.module_from_spec(spec)  # the real file, as a module of another name: only its
     sys.modules[spec.name] = real                 # functions' code is used
@@ -74,23 +84,26 @@ def _put_back_real(module, path, n):
         *outer, name = e.name.split(".")  # "Layer.forward": set on the student's class Layer
         owner, real_owner = module, real
         for part in outer:
-            owner, real_owner = getattr(owner, part, None), getattr(real_owner, part)
-        if owner is None or not hasattr(owner, name):
-            raise pytest.UsageError(f"--impl {path} has no {e.name}: it was written from an older "
-                                    f"{path.name}; see exercises/make.py")
-        fn = getattr(real_owner, name)
-        rebound = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__, fn.__closure__)
-        rebound.__kwdefaults__, rebound.__doc__, rebound.__qualname__ = fn.__kwdefaults__, fn.__doc__, fn.__qualname__
-        setattr(owner, name, rebound)
+            owner, real_owner = getattr(owner, part), getattr(real_owner, part)
+        setattr(owner, name, rebound(getattr(real_owner, name), module, e.name))
+
+
+def _numbers(item):
+    """The exercises a lesson checks, as its marker @pytest.mark.exercise(...) says."""
+    return [n for mark in item.iter_markers("exercise") for n in mark.args]
 
 
 def pytest_collection_modifyitems(config, items):
-    """--exercise N: only the lessons of exercise N."""
+    """--exercise N: only the lessons of exercise N; none among those given is a usage error naming
+    the file that holds them."""
     n = config.getoption("exercise")
     if n is None:
         return
-    e = make.BY_NUMBER[n]
-    keep = [item for item in items if make.checks(e, item.path.name, getattr(item, "originalname", item.name))]
+    keep = [item for item in items if n in _numbers(item)]
+    if items and not keep:
+        e = make.BY_NUMBER[n]
+        raise pytest.UsageError(f"--exercise {n}: its lessons are in {make.TESTS[e.file]}, not in "
+                                f"{', '.join(sorted({item.path.name for item in items}))}: {make.command(e)}")
     config.hook.pytest_deselected(items=[item for item in items if item not in keep])
     items[:] = keep
 
@@ -112,8 +125,7 @@ def _exercise(item):
     if n is not None:
         return f"Exercise {n} ({make.BY_NUMBER[n].name})"
     files = [Path(p).name for p in item.config.getoption("impl")]
-    found = [e for e in make.EXERCISES
-             if e.file in files and make.checks(e, item.path.name, getattr(item, "originalname", item.name))]
+    found = [e for e in make.EXERCISES if e.file in files and e.number in _numbers(item)]
     if not found:
         return None
     if len(found) == 1:
@@ -130,12 +142,22 @@ def _named(message, impls):
     return message
 
 
+def pytest_runtest_setup(item):
+    """Under --impl, one failure per lesson: a slip fails a parametrised lesson's cases alike, and forty
+    copies of one message would hide the lessons that tell it apart."""
+    name = getattr(item, "originalname", item.name)
+    if item.config.getoption("impl") and name in item.config.failed_lessons:
+        pytest.skip(f"{name} failed above with other parameters")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
     e = call.excinfo
     if e is None or not item.config.getoption("impl"):
         return
+    if report.failed:
+        item.config.failed_lessons.add(getattr(item, "originalname", item.name))
     if e.errisinstance(NotImplementedError) and str(e.value).startswith("Exercise "):
         e.value.args = (_named(str(e.value), item.config.getoption("impl")),)
         report.longrepr = e.getrepr(style="value")  # the message, without the traceback

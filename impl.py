@@ -2,7 +2,9 @@
 --impl FILE: use a student's model.py or addrop.py in place of the real one, for the lessons (conftest.py)
 and for training (python train.py ... --impl exercises/addrop.py). FILE is imported as the module of its
 file name before anything imports the real one, so every `import addrop` or `import model` that follows,
-checkpoint.py's included, gets the student's code.
+checkpoint.py's included, gets the student's code. A FILE that is not, outside the exercise bodies,
+what exercises/make.py writes today (an older copy, a line deleted, an empty file) is refused first,
+with the lines that differ: it would fail later, deep in the real code, for a reason that is not the answer.
 """
 
 import importlib.util
@@ -12,6 +14,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 NAMES = ("model.py", "addrop.py")  # the files the exercises blank
+_spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercises" / "make.py")
+make = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make)
 
 
 class ImplError(Exception):
@@ -25,6 +30,7 @@ def load(path):
         raise ImplError(f"--impl {path}: no such file")
     if path.name not in NAMES:  # else the real module would be imported, and everything would pass
         raise ImplError(f"--impl {path}: the file must be named {' or '.join(NAMES)}, the module it replaces")
+    stale(path)
     if path.stem in sys.modules and Path(sys.modules[path.stem].__file__).resolve() != path.resolve():
         raise ImplError(f"--impl {path}: the real {path.name} was imported first; --impl must come before it")
     spec = importlib.util.spec_from_file_location(path.stem, path)
@@ -36,6 +42,26 @@ def load(path):
         del sys.modules[path.stem]
         raise ImplError(f"--impl {path} does not import:\n{traceback.format_exc(limit=-1)}") from None
     return module
+
+
+def stale(path):
+    """Refuse the file at path if, outside the exercise bodies, it is not what exercises/make.py writes
+    today. One that does not parse is left to the import, which names its line."""
+    text = path.read_text()
+    if not text.strip():
+        raise ImplError(f"--impl {path} is empty: python exercises/make.py writes exercises/{path.name} "
+                        "to start from")
+    try:
+        diff = make.stale(path.name, text, str(path))
+    except SyntaxError:
+        return
+    except LookupError as e:  # an exercise's function is not there
+        diff = f"{e.args[0]}, one of the exercises"
+    if diff:
+        raise ImplError(f"--impl {path} is not what python exercises/make.py writes today, outside the exercise "
+                        f"bodies (your answers):\n{diff}\nRun python exercises/make.py: it writes "
+                        f"exercises/{path.name} again and keeps your answers (copy yours there first if it lives "
+                        "elsewhere)")
 
 
 def from_argv(argv):

@@ -101,6 +101,7 @@ def keys(positions):
 # -----------------------------------------------------------------------------
 # 1-5. attribution
 
+@pytest.mark.exercise(2, 3, 4)
 def test_gradient_is_a_finite_difference():
     """Lesson 1. B_l = dF_c~/dA_l (Eq. 5) is the change of the pseudo-label logit when ONE attention
     probability moves, everything else held fixed. To move one entry we reuse Layer.forward's
@@ -127,6 +128,7 @@ def test_gradient_is_a_finite_difference():
                  "so that the comparison means something")
 
 
+@pytest.mark.exercise(2, 3, 4, 8)
 @pytest.mark.parametrize("training", [True, False])
 def test_one_backward_equals_one_per_layer(training):
     """Lesson 2. All layers' B_l come from ONE backward: autograd.grad of the scalar F with respect to
@@ -154,6 +156,7 @@ def test_one_backward_equals_one_per_layer(training):
              "autograd.grad with respect to the attention maps only")
 
 
+@pytest.mark.exercise(8)
 def test_integrated_gradients_completeness():
     """Lesson 3. Integrated gradients (Eq. 3) is a right Riemann sum of the path integral
     F(A) - F(0) = int_0^1 A . dF(aA)/dA da, so for each example the sum of B_l over heads and
@@ -176,6 +179,7 @@ def test_integrated_gradients_completeness():
          f"of the path's size max |F(A) - F(0)| = {size:.1e}; expected below 2% (about 1/64)")
 
 
+@pytest.mark.exercise(4, 8)
 def test_one_step_integrated_gradient_is_attention_times_gradient():
     """Lesson 4. With m = 1 the Riemann sum has the single point a = 1, so Eq. 3 collapses to
     A_l * dF/dA_l at A_l itself: integrated gradients with one step is gradient x input."""
@@ -199,6 +203,7 @@ def plain_integrated_gradients(net, batch, l, m):
     return run(net, batch)[1][l].detach() * total / m
 
 
+@pytest.mark.exercise(8)
 def test_batched_integrated_gradients_equal_the_plain_loop():
     """Lesson 5. addrop computes Eq. 3 faster without changing a number: the layers below l do not
     depend on the scale, so their output is computed once, and the m steps run as one batch of
@@ -238,6 +243,7 @@ def dropped_keys(M):
     return set(rows.pop())
 
 
+@pytest.mark.exercise(5, 6)
 def test_mask_by_hand():
     """Lesson 6. Eq. 6-7 on one row, worked by hand: the candidates are the real keys scoring at or
     above b^[int(n(1-p))], the row's real scores sorted ascending. q = 1 drops exactly them, q = 0
@@ -276,6 +282,7 @@ def test_mask_by_hand():
          "every key at or above b^[3] = 2, the ties included")
 
 
+@pytest.mark.exercise(5)
 def test_threshold_index_is_exact_on_long_rows():
     """Lesson 6b. int(n(1-p)) must be exact for every real length, not only short ones: with
     n = 75 and p = 0.16, n(1-p) = 63, so exactly 75 - 63 = 12 distinct keys are candidates."""
@@ -309,6 +316,7 @@ def paper_mask(scores, attention_mask, p, q):
     return M
 
 
+@pytest.mark.exercise(5, 6)
 @pytest.mark.parametrize("ties", [False, True])
 @pytest.mark.parametrize("q", [0, 0.1, 0.5, 1])
 @pytest.mark.parametrize("p", [0, 0.1, 0.3, 0.5, 0.7, 0.9, 1])
@@ -362,6 +370,7 @@ def test_bernoulli_draws(prob):
     same(draw[0], draw[1], f"two draws of bernoulli((64, 64), {prob}) from generators seeded alike")
 
 
+@pytest.mark.exercise(5)
 @pytest.mark.parametrize("p, q", [(0.3, 0.5), (0.6, 0.8), (0.9, 0.3), (0.7, 0.1)])
 def test_dropped_fraction_matches_expectation(p, q):
     """Lesson 8. With continuous scores (no ties) a row of n real keys has exactly n - int(n(1-p))
@@ -384,6 +393,7 @@ def test_dropped_fraction_matches_expectation(p, q):
           "dropped_fraction, against the dropped real pairs counted over all real pairs", atol=1e-6)
 
 
+@pytest.mark.exercise(5, 6)
 @pytest.mark.parametrize("p, q", [(0.5, 0.5), (1.0, 1.0)])
 def test_masked_forward_stays_a_distribution(p, q):
     """Lesson 9. The second forward adds M_l inside the softmax (Eq. 1): exp(-inf) = 0, so a dropped
@@ -418,6 +428,7 @@ def test_masked_forward_stays_a_distribution(p, q):
 # -----------------------------------------------------------------------------
 # 10-14. cross-tuning, labels, regression, ablations, --layers
 
+@pytest.mark.exercise(7)
 def test_cross_tuning_schedule():
     """Lesson 10. Algorithm 1: odd epochs fine-tune plainly, even epochs run AD-DROP. Without
     cross-tuning (Table 2's ablation) every epoch runs AD-DROP."""
@@ -428,6 +439,7 @@ def test_cross_tuning_schedule():
     true(all(got), f"is_addrop_epoch for epochs 1 to 6 without cross-tuning: {got}; expected True for every epoch")
 
 
+@pytest.mark.exercise(2, 3, 4, 8)
 @pytest.mark.parametrize("method", ["ga", "iga"])
 def test_gold_labels_differ_only_where_the_model_is_wrong(method):
     """Lesson 11. The paper attributes the pseudo label (the prediction, Eq. 4), not the gold one.
@@ -449,6 +461,7 @@ def test_gold_labels_differ_only_where_the_model_is_wrong(method):
              "prediction; expected more than 1e-4: the labels given must be the ones attributed")
 
 
+@pytest.mark.exercise(3, 4)
 def test_regression_attributes_the_negative_loss():
     """Lesson 12. A regression head (STS-B, one output) has no class to pick, so the attribution is
     -dL/dA with the gold score (Appendix A), L = 1/2 sum (y_hat - y)^2: positions whose attention
@@ -463,6 +476,7 @@ def test_regression_attributes_the_negative_loss():
               "with the gold scores y", atol=1e-12)
 
 
+@pytest.mark.exercise(4, 6, 9)
 def test_attention_and_random_ablations():
     """Lesson 13. Table 2's ablations. AA scores each position by its attention probability itself,
     so it needs no label and no layer above the highest selected one: those are not run. RD needs no scores: its candidate region is a random p-fraction of each row, dropped with
@@ -535,6 +549,7 @@ def tiny_token_model(seed=0):
     return net.eval()
 
 
+@pytest.mark.exercise(3, 10)
 def test_token_attribution_is_eq3_summed_token_by_token():
     """Lesson 15. A token task has a logit vector F_i per token, so no single F_c~ to differentiate.
     Appendix A fuses them through the pseudo loss L = -sum_i log P(c~_i | i) (Eq. 2): B = -dL/dA
@@ -567,6 +582,7 @@ def test_token_attribution_is_eq3_summed_token_by_token():
          f"{gap:.1e}; expected more than 1e-3: the other classes move P_c~ too")
 
 
+@pytest.mark.exercise(3, 10)
 def test_ignored_positions_change_no_attribution():
     """Lesson 16. Positions labelled IGNORE ([CLS], [SEP], word continuations, padding) are not in the
     pseudo loss. With token (0, 3) ignored too, B equals -dL/dA for L summed over the remaining
@@ -597,6 +613,7 @@ def test_ignored_positions_change_no_attribution():
              "batch's own (the pseudo labels are attributed, never the gold ones)")
 
 
+@pytest.mark.exercise(6, 8, 9, 10)
 @pytest.mark.parametrize("method", ["iga", "aa", "rd"])
 def test_token_tasks_take_every_attribution(method):
     """Lesson 17. IGA, AA and RD work for tokens as for sentences: AA and RD never read a label; IGA
@@ -623,6 +640,7 @@ def test_token_tasks_take_every_attribution(method):
 # -----------------------------------------------------------------------------
 # 18. the authors' first pass
 
+@pytest.mark.exercise(2, 4)
 @pytest.mark.parametrize("method", ["ga", "aa"])
 def test_authors_first_pass_equals_ours_without_dropout(method):
     """Lesson 18. The authors' code runs the attribution pass in train mode, ordinary dropout on, and

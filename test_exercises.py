@@ -1,33 +1,34 @@
 """
 The exercises are honest: exercises/model.py and exercises/addrop.py are the real files with the
 exercise bodies blanked and nothing else changed; each exercise is checked alone, by the command
-its blank body prints, with the real code for every other exercise; and that command tells a
-wrong answer from a right one, in words.
+its blank body prints, with the real code for every other exercise; that command tells a wrong
+answer from a right one, in words; and the lessons each exercise names are those its markers say.
 
-    python -m pytest -q test_exercises.py     # ~2 min on 2 cores: it runs the lessons 42 times over
+    python -m pytest -q test_exercises.py     # ~20 s on 2 idle cores: it runs the lessons 45 times over
 
 The wrong answers below are held back from the student: common mistakes, each written into the
 real body of its exercise as a small change to the text.
 """
 
 import ast
-import difflib
-import importlib.util
-import json
+import contextlib
+import io
+import multiprocessing
 import os
 import re
-import subprocess
 import sys
-import tempfile
-import traceback
+import types
 from pathlib import Path
 
 import pytest
 
+import torch
+
+import checks
+import impl
+
 ROOT = Path(__file__).resolve().parent
-_spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercises" / "make.py")
-make = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make)
+make = impl.make  # exercises/make.py
 FILES = list(make.TESTS)  # model.py, addrop.py
 
 # (exercise, the mistake, text of the real body, what the student wrote instead)
@@ -37,6 +38,7 @@ WRONG = [
     (1, "the dropped A handed out without its 1/(1-p)", "A = dropout(A, self.p_attn, self.training)",
      "A = dropout(A, self.p_attn, self.training, rescale=False)"),
     (1, "attention dropout without its 1/(1-p)", "y = y / (1 - self.p_attn)", "y = y"),
+    (1, "first_only ignored: every row drawn", "if first_only:", "if False:"),
     (2, "the labels given ignored", "if labels is None:", "if True:"),
     (2, "dropped_A not passed on", ', dropped_A=dropped_A)', ')'),
     (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
@@ -72,58 +74,32 @@ def mistaken(n, old, new):
     lines = text.splitlines(keepends=True)
     start, end, _ = make.body_lines(make.find(ast.parse(text), e.name), lines)
     body = "".join(lines[start:end])
-    assert body.count(old) == 1, f"exercise {n}: {old!r} is not once in the body of {e.name}: update WRONG"
+    assert body.count(old) == 1, f"the wrong answer {old!r} -> {new!r}: {old!r} is not once in the body of {e.name}; update WRONG"
     return "".join(lines[:start]) + body.replace(old, new) + "".join(lines[end:])
 
 
+def pytest_run(args):
+    """One lesson command, pytest.main(args), in a worker process of lessons(): its exit code, its output,
+    the worker's pid and the modules model and addrop if some earlier run had left them imported."""
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the lessons use no plugin
+    os.chdir(ROOT)
+    torch.set_num_threads(1)  # as many runs at a time as cores: one thread each, none waiting on another's
+    left = [m for m in ("model", "addrop") if m in sys.modules]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = int(pytest.main(["-p", "no:cacheprovider", *map(str, args)]))
+    return code, out.getvalue(), os.getpid(), left
+
+
 def lessons(jobs):
-    """Run pytest on the lessons once per job, a list of arguments; returns {key: (exit code, output)}.
-    Each run needs an interpreter of its own, in which --impl imports before any test does. They are
-    forked (POSIX) from one that has imported torch (serve, below), most of a short run's time."""
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "jobs.json"
-        path.write_text(json.dumps([[str(a) for a in args] for args in jobs.values()]))
-        r = subprocess.run([sys.executable, __file__, str(path)], cwd=ROOT, capture_output=True, text=True,
-                           env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})  # the lessons use no plugin
-        assert r.returncode == 0, r.stderr
-        results = json.loads((Path(d) / "results.json").read_text())
-    return {key: tuple(result) for key, result in zip(jobs, results)}
-
-
-def serve(jobs_path):
-    """The runs of lessons(): each job's pytest in a child forked from this process, which has imported
-    torch and pytest already, as many at a time as there are cores. Writes [exit code, output] per job
-    to results.json beside jobs_path."""
-    import torch  # for the children: imported once, before the forks
-    torch.empty(1, device="meta").normal_()  # so is what the first op on the meta device imports (checkpoint.py)
-    jobs = json.loads(Path(jobs_path).read_text())
-    outputs = [Path(jobs_path).with_name(f"{i}.out") for i in range(len(jobs))]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    running, codes = {}, {}  # pid -> job, job -> exit code
-
-    def wait():
-        pid, status = os.wait()
-        codes[running.pop(pid)] = os.waitstatus_to_exitcode(status)
-
-    for i, args in enumerate(jobs):
-        if len(running) == cores:
-            wait()
-        pid = os.fork()
-        if pid == 0:  # the child: its output into its file, then pytest as from the command line
-            fd = os.open(outputs[i], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-            os.dup2(fd, 1), os.dup2(fd, 2)
-            try:
-                code = int(pytest.main(["-p", "no:cacheprovider", *args]))
-            except BaseException:
-                traceback.print_exc()
-                code = 3
-            sys.stdout.flush(), sys.stderr.flush()
-            os._exit(code)
-        running[pid] = i
-    while running:
-        wait()
-    results = [[codes[i], outputs[i].read_text()] for i in range(len(jobs))]
-    Path(jobs_path).with_name("results.json").write_text(json.dumps(results))
+    """{key: pytest_run(args)} for {key: args}. Each run needs an interpreter of its own, in which --impl
+    imports before any test does: a pool whose workers are forked from a server that has imported torch
+    and pytest (most of a short run's time), one task per worker (maxtasksperchild) and one per hand-out
+    (chunksize; by default the pool hands out tasks in chunks, which one worker runs in one interpreter)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "pytest"])
+    with context.Pool(maxtasksperchild=1) as pool:
+        return dict(zip(jobs, pool.map(pytest_run, jobs.values(), chunksize=1)))
 
 
 def run_of(e, path, *extra):
@@ -139,7 +115,8 @@ def where(tmp_path_factory, key, name):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Every lesson run of the tests below, run together. Keys: ("real", test file), ("written", n),
-    ("wrong", n, mistake), ("blank", n); values: exit code and output."""
+    ("wrong", n, mistake), ("blank", n), "pairing"; values: pytest_run's, or for a wrong answer that
+    cannot be written (its text is not in the body any more) the reason, which fails its own test alone."""
     def file(key, name, text):
         path = where(tmp_path_factory, key, name)
         path.parent.mkdir()
@@ -147,16 +124,21 @@ def runs(tmp_path_factory):
         return path
     impls = ["--impl", "model.py", "--impl", "addrop.py"]
     jobs = {("real", test): [test, *impls] for test in ("test_model.py", "test_addrop.py")}  # the longest first
-    for e in make.EXERCISES:
-        jobs["written", e.number] = run_of(e, file(("written", e.number), e.file, written(e.number)), "-q")
+    failed = {}
     for n, mistake, old, new in WRONG:
         e = make.BY_NUMBER[n]
-        path = file(("wrong", n, mistake), e.file, written(n, mistaken(n, old, new)))
+        try:
+            path = file(("wrong", n, mistake), e.file, written(n, mistaken(n, old, new)))
+        except AssertionError as reason:
+            failed["wrong", n, mistake] = str(reason)
+            continue
         jobs["wrong", n, mistake] = run_of(e, path, "-x", "-q")
     blank = make.generate()
     for e in make.EXERCISES:
+        jobs["written", e.number] = run_of(e, file(("written", e.number), e.file, written(e.number)), "-q")
         jobs["blank", e.number] = run_of(e, file(("blank", e.number), e.file, blank[e.file]), "-x", "-q")
-    return lessons(jobs)
+    jobs["pairing"] = ["test_model.py", "--impl", file(("pairing",), "addrop.py", blank["addrop.py"]), "--exercise", 7]
+    return {**lessons(jobs), **failed}
 
 
 def signatures(source):
@@ -186,15 +168,6 @@ def test_same_functions_and_signatures(file):
     assert blanked and all(name in real for name in blanked)
 
 
-def differences(file, text):
-    """Where the exercise file `text` differs from what exercises/make.py writes, outside the
-    exercise bodies (the student's answers): a few lines of diff, or '' where it does not."""
-    ours, theirs = (make.outside_bodies(file, t) for t in (make.generate()[file], text))
-    diff = difflib.unified_diff(ours.splitlines(), theirs.splitlines(), "make.py writes", f"exercises/{file}",
-                                n=1, lineterm="")
-    return "\n".join(list(diff)[:12])
-
-
 @pytest.mark.parametrize("file", FILES)
 def test_committed_files_are_generated(file):
     """(b) The committed exercise file is, outside the exercise bodies, what exercises/make.py makes of
@@ -202,7 +175,7 @@ def test_committed_files_are_generated(file):
     the student's: answers written there keep this test green."""
     text = (ROOT / "exercises" / file).read_text()
     try:
-        diff = differences(file, text)
+        diff = make.stale(file, text, f"exercises/{file}")
     except SyntaxError as e:
         pytest.skip(f"exercises/{file} does not parse (line {e.lineno}): an answer being written")
     assert not diff, f"exercises/{file} is out of date: run python exercises/make.py\n{diff}"
@@ -214,8 +187,8 @@ def test_answers_are_not_differences(file):
     when a line outside the bodies, here a docstring, is not what make.py writes."""
     answered = make.blank(file, (ROOT / file).read_text(), numbers=[])
     assert make.answered(file, answered) == [e.number for e in make.EXERCISES if e.file == file]
-    assert differences(file, answered) == ""
-    assert differences(file, answered.replace('"""', '""" Edited.', 1)) != ""
+    assert make.stale(file, answered, file) == ""
+    assert make.stale(file, answered.replace('"""', '""" Edited.', 1), file) != ""
 
 
 @pytest.mark.parametrize("file", FILES)
@@ -240,7 +213,7 @@ def test_real_files_pass_every_lesson(runs):
     """(c) The real model.py and addrop.py, passed through --impl as a student's files are, pass
     every lesson of test_model.py and test_addrop.py; the header shows that --impl took effect."""
     for test in ("test_model.py", "test_addrop.py"):
-        code, out = runs["real", test]
+        code, out, _, _ = runs["real", test]
         assert code == 0, out
         assert "implementations: model from model.py, addrop from addrop.py" in out
 
@@ -251,7 +224,7 @@ def test_each_blank_fails_its_lessons(e, runs, tmp_path_factory):
     the run) with exercise e's own message, printed without a traceback by conftest.py: every other
     exercise, blank too, is replaced by the real code, so none can stand in the way. The file lies
     outside exercises/, and the message names it where it lies."""
-    code, out = runs["blank", e.number]
+    code, out, _, _ = runs["blank", e.number]
     assert code == 1, out  # 1: tests failed (not 2-5: interrupted, internal or usage error, none collected)
     path = str(where(tmp_path_factory, ("blank", e.number), e.file))
     assert make.message(e).replace(f"exercises/{e.file}", path) in out, out
@@ -262,7 +235,7 @@ def test_each_blank_fails_its_lessons(e, runs, tmp_path_factory):
 def test_each_exercise_written_alone_passes(e, runs):
     """(e) The blank file with only exercise e written (its real body put back, every other exercise
     still blank) passes the command that e's message prints: each exercise can be done first."""
-    code, out = runs["written", e.number]
+    code, out, _, _ = runs["written", e.number]
     assert code == 0, out
     assert re.search(r"\b\d+ passed", out), out
 
@@ -272,12 +245,107 @@ def test_wrong_answers_fail_in_words(n, mistake, old, new, runs):
     """(f) Each held-back wrong answer, written alone into the blank file, fails its exercise's command;
     the failure names the exercise and says what was measured, with no tensor printed whole and no
     traceback."""
-    code, out = runs["wrong", n, mistake]
+    if isinstance(runs["wrong", n, mistake], str):  # its text is not in the body any more: this case alone fails
+        pytest.fail(runs["wrong", n, mistake])
+    code, out, _, _ = runs["wrong", n, mistake]
     e = make.BY_NUMBER[n]
     assert code == 1, out
     assert f"Exercise {n} ({e.name}): " in out, out
     assert "tensor(" not in out and "Traceback" not in out, out
 
 
-if __name__ == "__main__":  # lessons() runs this file as the server of its runs
-    serve(sys.argv[1])
+def test_each_run_has_an_interpreter_of_its_own(runs):
+    """No lesson run shares a process with another (each pid once), and none starts with model or addrop
+    imported: a blank exercise run where an earlier run had imported the real addrop.py would pass. The pool's
+    default chunksize hands several runs to one worker, which is exactly that; chunksize=1 and
+    maxtasksperchild=1 prevent it."""
+    done = [r for r in runs.values() if not isinstance(r, str)]
+    assert len({pid for _, _, pid, _ in done}) == len(done)
+    assert all(left == [] for _, _, _, left in done)
+
+
+def test_wrong_lesson_file_names_the_right_one(runs):
+    """--exercise 7 given test_model.py, whose lessons check exercise 1 only, is a usage error (exit 4) that
+    names test_addrop.py and gives exercise 7's command, instead of deselecting everything (exit 5)."""
+    code, out, _, _ = runs["pairing"]
+    assert code == 4 and "its lessons are in test_addrop.py" in out and "--exercise 7" in out, out
+
+
+@pytest.mark.parametrize("test", make.TESTS.values())
+def test_markers_tie_every_exercise_to_lessons(test):
+    """Every exercise has lessons, in its own file's tests; every marker names an exercise that exists and
+    whose file that test file checks; and make.py reads the markers as pytest does (its messages and
+    tables come from them)."""
+    module = sys.modules.get(test[:-3]) or __import__(test[:-3])
+    for lesson in make.lessons(test):
+        pytest_reads = [n for m in getattr(getattr(module, lesson.name), "pytestmark", []) if m.name == "exercise"
+                        for n in m.args]
+        assert list(lesson.exercises) == pytest_reads, lesson.name
+        assert all(n in make.BY_NUMBER and make.TESTS[make.BY_NUMBER[n].file] == test for n in lesson.exercises), \
+            f"{lesson.name} is marked exercise{lesson.exercises}: no such exercise of {test}"
+    for e in make.EXERCISES:
+        if make.TESTS[e.file] == test:
+            assert any(e.number in lesson.exercises for lesson in make.lessons(test)), f"exercise {e.number}: no lesson"
+
+
+def test_tables_and_tips_agree_with_the_markers():
+    """RESULTS.md's exercise table is what make.py writes from the markers; README.md's table names each
+    exercise's number, function and command; a tip's "lesson N" is one of its exercise's lessons."""
+    results = (ROOT / "RESULTS.md").read_text()
+    assert make.with_table(results) == results, "RESULTS.md's exercise table is out of date: run python exercises/make.py"
+    rows = re.findall(r"^(\d+) \| `([\w.]+)` \|.*\| (?:`(.*)`|… (\d+))$", (ROOT / "README.md").read_text(), re.M)
+    assert [(int(n), name) for n, name, _, _ in rows] == [(e.number, e.name) for e in make.EXERCISES]
+    assert all(cmd in ("", make.command(make.BY_NUMBER[int(n)])) and short in ("", n) for n, _, cmd, short in rows)
+    for e in make.EXERCISES:
+        labels = [lesson.label for lesson in make.lessons(make.TESTS[e.file]) if e.number in lesson.exercises]
+        assert set(re.findall(r"[Ll]esson (\w+)", e.tip or "")) <= set(labels), f"exercise {e.number}'s tip"
+
+
+@pytest.mark.parametrize("old, new, says", [
+    ("from model import bernoulli", "", "-from model import bernoulli"),  # a line deleted
+    ("def is_addrop_epoch(", "def is_addrop_epoch_(", "no is_addrop_epoch, one of the exercises"),
+    (None, "", "is empty"),
+])
+def test_stale_file_is_refused_at_load(old, new, says, tmp_path):
+    """A student's file that differs from what make.py writes outside the exercise bodies is refused by
+    impl.load (--impl, for the lessons and train.py alike) before it is imported: the message names the
+    file, the lines that differ (or what it lacks) and python exercises/make.py, which keeps the answers."""
+    path = tmp_path / "addrop.py"
+    path.write_text(written(6).replace(old, new, 1) if old else new)
+    with pytest.raises(impl.ImplError) as refused:
+        impl.load(path)
+    assert f"--impl {path}" in str(refused.value) and says in str(refused.value)
+    assert "python exercises/make.py" in str(refused.value) and sys.modules["addrop"].__file__ != str(path)
+
+
+def test_rebinding_refuses_what_it_cannot_rebind():
+    """--exercise N runs the real code of the other exercises in the student's module: a plain function
+    reads the student's module as its globals; a wrapper (its code would be the wrapper's, the function
+    it wraps skipped) or a closure (its cells would be lost) is refused, naming the function."""
+    import conftest
+    student = types.ModuleType("student")
+    student.helper = lambda: "the student's"
+    plain = types.FunctionType(compile("def f():\n    return helper()", "f", "exec").co_consts[0], {})
+    assert conftest.rebound(plain, student, "f")() == "the student's"
+    wrapper = types.FunctionType(plain.__code__, {})
+    wrapper.__wrapped__ = plain  # as functools.wraps leaves a decorator's wrapper
+    for fn in (wrapper, (lambda x: lambda: x)(1), staticmethod(plain)):
+        with pytest.raises(pytest.UsageError, match="the real Layer.forward is not a plain function"):
+            conftest.rebound(fn, student, "Layer.forward")
+
+
+@pytest.mark.parametrize("actual, expected, says", [
+    ([-1.0, 2.0, -3.0], [1.0, -2.0, 3.0], "a flipped sign?"),
+    ([0.25, 0.5, 0.75], [1.0, 2.0, 3.0], "actual = expected / 4: a mean for a sum?"),
+    ([3.0, 6.0, 9.0], [1.0, 2.0, 3.0], "actual = 3 x expected: a sum for a mean?"),
+    ([4.0, 7.0, 2.0], [4.0, 6.0, 2.0], "integers off by one"),
+    ([[1.0, 2.0, 3.0]], [[1.0], [2.0], [3.0]], "a transpose?"),
+    ([1.0, 0.0, 0.5], [0.0, 1.0, 1.0], None),  # no usual slip: none named
+])
+def test_checks_name_the_usual_slips(actual, expected, says):
+    """A failed check names the slip its numbers show (checks._slip: a factor -1, 1/N or N to 1e-3,
+    integers off by exactly one, the sizes in another order), and names none where they show none."""
+    with pytest.raises(checks.Wrong) as failed:
+        checks.close(torch.tensor(actual), torch.tensor(expected), "x", atol=1e-9)
+    message = str(failed.value)
+    assert (says in message) if says else not any(w in message for w in ("?", "slip")), message

@@ -140,6 +140,7 @@ def check_against(net, ids, mask, types, hidden, attns, logits, tol=1e-5, source
         close(our_logits, logits, f"the logits, against {source}", atol=tol)
 
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_matches_huggingface_live(model_type, tmp_path):
     """A tiny random Hugging Face model, saved as safetensors and loaded by our from_pretrained,
@@ -213,6 +214,7 @@ def check_token_logits(net, batch, hidden, attns, logits, tol=1e-5, source="Hugg
     close(our_logits[real], logits[real], f"the token logits at real tokens, against {source}", atol=tol)
 
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_token_head_matches_committed_reference(model_type, tmp_path):
     """Without transformers: reference/<model>-tiny-token.npz holds a tiny random Hugging Face
@@ -263,6 +265,7 @@ def test_electra_projects_narrow_embeddings():
     assert not any("pooler" in k for k in keys)
 
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_matches_committed_reference(model_type, tmp_path):
     """The same comparison without transformers: reference/<model>-tiny.npz holds a tiny random
@@ -283,6 +286,7 @@ def test_matches_committed_reference(model_type, tmp_path):
 # -----------------------------------------------------------------------------
 # 2.-5. padding, attention rows, the AD-DROP mask, RoBERTa positions
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_padding_does_not_change_outputs(model_type):
     """A sentence alone and the same sentence padded inside a batch give the same hidden states at
@@ -302,6 +306,7 @@ def test_padding_does_not_change_outputs(model_type):
           atol=1e-10)
 
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_attention_rows_are_distributions(model_type):
     """Every row of every A_l sums to one (softmax; float32 rounding over T = 9 terms is below
@@ -322,6 +327,7 @@ def test_attention_rows_are_distributions(model_type):
              "keys are not 0; expected exactly 0 (the padding mask adds -inf there)")
 
 
+@pytest.mark.exercise(1)
 def test_mask_drops_exactly_one_entry():
     """M_l = -inf at one (batch, head, query, key) of layer 1 makes that attention entry exactly
     zero, and the rest of its row becomes the old row renormalised (softmax over the remaining keys,
@@ -377,6 +383,7 @@ def test_roberta_positions():
     assert max_diff(h_left[0, T - n:], h[2, :n]) < 1e-10
 
 
+@pytest.mark.exercise(1)
 def test_scale_multiplies_attention():
     """Layer.forward's `scale` (B, 1, 1, 1) multiplies A: integrated gradients (Eq. 3) runs a layer at
     k/m A. The A handed out is scale * A, and it is the A used: since (s A) v = A (s v), the layer's
@@ -403,6 +410,7 @@ def test_scale_multiplies_attention():
           "multiplied by s instead ((s A) v = A (s v))", atol=1e-12)
 
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("dropped_A", [False, True])
 def test_attention_dropout_keeps_the_expected_output(dropped_A):
     """In train mode, attention dropout zeroes each entry of A with probability p and multiplies the rest
@@ -746,6 +754,7 @@ def minilm_or_skip():
     return checkpoint.from_pretrained(d, num_labels=2).eval(), d
 
 
+@pytest.mark.exercise(1)
 def test_minilm_matches_committed_reference():
     """all-MiniLM-L6-v2 (a 6-layer BERT) loads, and for two short padded sentences its first 8
     channels of the last hidden state at real tokens match what transformers computed, stored in
@@ -760,6 +769,7 @@ def test_minilm_matches_committed_reference():
           "states (8 channels, real tokens), against transformers' in reference/minilm.npz", atol=1e-5)
 
 
+@pytest.mark.exercise(1)
 def test_minilm_matches_huggingface_live():
     """all-MiniLM-L6-v2 loaded by us and by transformers' BertModel: all hidden channels at real
     tokens and all attention probabilities agree to 1e-5 in float32."""
@@ -773,6 +783,7 @@ def test_minilm_matches_huggingface_live():
 # -----------------------------------------------------------------------------
 # 9. the interface AD-DROP uses: gradients with respect to the attention probabilities
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_gradients_reach_every_attention_map(model_type):
     """torch.autograd.grad(logit, attns) gives a finite gradient of the shape of A_l for every
@@ -830,6 +841,7 @@ def test_dropout_keeps_its_distribution(p):
     assert model.dropout(x, p, training=False) is x and model.dropout(x, 0.0, training=True) is x
 
 
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_first_only_changes_no_number(model_type):
     """Model.forward runs the encoder with first_only: the last layer computes A whole but carries
@@ -844,6 +856,41 @@ def test_first_only_changes_no_number(model_type):
           atol=1e-12)
     for l, (a1, a) in enumerate(zip(attns1, attns)):
         same(a1, a, f"layer {l}'s A with first_only, against the full encoder's")
+
+
+@pytest.mark.exercise(1)
+def test_first_only_in_train_mode_draws_for_the_first_token_only():
+    """In train mode first_only also sets which random numbers are drawn: dropout draws coins for the
+    entries it sees, so a layer that drops out all T rows and keeps the first token afterwards draws
+    about T times as many, and every later draw of a training run moves (its result with them). The
+    real layer cuts A to its first query row and x to its first token before any dropout: checked against
+    that layer written out with model.dropout, under one seed (float64, 1e-12), and the random stream
+    must stand where the written-out layer leaves it, bit for bit. A still goes out whole, (B, H, T, T)."""
+    p = 0.3
+    cfg = model.Config(model_type="bert", **TINY, **SPECIFIC["bert"], attention_probs_dropout_prob=p,
+                       hidden_dropout_prob=p)
+    net = tiny_model("bert", torch.float64)
+    layer = model.Layer(cfg).double()
+    layer.load_state_dict(net.encoder.layers[0].state_dict())
+    ids, mask, types = padded_batch("bert")
+    with torch.no_grad():
+        x, pad = net.encoder.embed(ids, mask, types)
+        _, A = layer.eval()(x, pad)  # (B, H, T, T)
+        torch.manual_seed(1)
+        out, A_out = layer.train()(x, pad, first_only=True)
+        after = torch.get_rng_state()
+        torch.manual_seed(1)  # the layer written out: the first row and token first, then each dropout
+        B, H = len(LENGTHS), TINY["num_attention_heads"]
+        v = layer.v(x).view(B, T, H, -1).transpose(1, 2)  # (B, H, T, D)
+        y = model.dropout(A[:, :, :1], p, True, rescale=False) @ v / (1 - p)  # (B, H, 1, D)
+        h = layer.ln1(x[:, :1] + model.dropout(layer.o(y.transpose(1, 2).reshape(B, 1, -1)), p, True))  # (B, 1, C)
+        h = layer.ln2(h + model.dropout(layer.ff2(torch.nn.functional.gelu(layer.ff1(h))), p, True))
+    close(A_out, A, "train mode, first_only: the A handed out, against eval mode's (whole, as Eq. 1 defines it)",
+          atol=1e-12)
+    close(out, h, "train mode, first_only, one seed: the layer's output, against the layer written out with the "
+          "first query row of A and the first token of x taken BEFORE any dropout", atol=1e-12)
+    same(after, torch.get_rng_state(), "the random generator's state after the layer, against after the written-out "
+         "layer (first_only: dropout draws for the first token only)")
 
 # -----------------------------------------------------------------------------
 # regenerating the references (needs transformers; run on a machine that has it)

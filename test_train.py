@@ -431,7 +431,7 @@ def test_impl_trains_with_the_given_file(setup, tmp_path):
     student = tmp_path / "student" / "addrop.py"
     student.parent.mkdir()
     real = (HERE / "addrop.py").read_text()
-    student.write_text(real + "\n\ndef is_addrop_epoch(epoch, cross_tuning=True):\n    return False\n")
+    student.write_text(real.replace("    return epoch % 2 == 0 if cross_tuning else True", "    return False"))
     r = train(setup, tmp_path / "out", "--epochs", "2", "--p", "0.5", "--q", "0.5", "--no-checkpoint",
               "--impl", str(student))
     assert f"--impl: addrop from {student}" in r.stdout
@@ -441,6 +441,33 @@ def test_impl_trains_with_the_given_file(setup, tmp_path):
     r = train(setup, tmp_path / "out2", "--epochs", "1", "--impl", str(wrong), check=False)
     assert r.returncode == 1 and "--impl " + str(wrong) + ": the file must be named model.py or addrop.py" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "is empty: python exercises/make.py writes exercises/addrop.py"),
+    ("without is_addrop_epoch", "no is_addrop_epoch, one of the exercises"),
+    ("without IGNORE", "-IGNORE = "),
+    ("a syntax error in an answer", "does not import"),
+])
+def test_impl_refuses_a_file_that_cannot_stand_in(text, says, tmp_path):
+    """train.py --impl FILE with a file that is not what exercises/make.py writes outside the exercise bodies
+    (empty, a function or a constant missing) stops before training, in a message that names the file, what
+    differs and python exercises/make.py, as the lessons' --impl does; one whose answer does not parse gives its
+    own line. No frame of the project's code either way: the student's file is what to fix."""
+    real = (HERE / "addrop.py").read_text()
+    if text == "without is_addrop_epoch":
+        text = real.replace("def is_addrop_epoch(", "def renamed(")
+    elif text == "without IGNORE":
+        text = "\n".join(line for line in real.splitlines() if not line.startswith("IGNORE = "))
+    elif text:
+        text = real.replace("return epoch % 2 == 0 if", "return epoch %% 2 == 0 if")
+    path = tmp_path / "addrop.py"
+    path.write_text(text)
+    r = subprocess.run([sys.executable, str(HERE / "train.py"), "--task", "rte", "--impl", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and f"--impl {path}" in r.stderr and says in r.stderr, r.stderr
+    assert ("python exercises/make.py" in r.stderr) == (says != "does not import"), r.stderr
+    assert str(HERE) not in r.stderr, r.stderr  # no frame of the project's code
 
 
 def test_provenance_records_the_commit_the_process_imported(tmp_path):

@@ -1,20 +1,25 @@
 """
 Writes the exercises: exercises/model.py and exercises/addrop.py are model.py and addrop.py
 with the bodies of the functions in EXERCISES replaced by a NotImplementedError that says the
-exercise's number, its equation and the command that runs its lessons. Signatures, docstrings and
-every other line stay those of the real files: the splice is done on the text, so formatting
-is kept, and ast only says where each body starts and ends. model.py holds the encoder alone;
-checkpoint.py, which loads the weights, is no exercise: it builds whichever model.py is imported.
+exercise's number, its equation, the lessons that check it and the command that runs them.
+Signatures, docstrings and every other line stay those of the real files: the splice is done on
+the text, so formatting is kept, and ast only says where each body starts and ends. model.py holds
+the encoder alone; checkpoint.py, which loads the weights, is no exercise: it builds whichever
+model.py is imported. Also writes the exercise table of RESULTS.md, between its two marker lines.
 
-    python exercises/make.py           # after any change to model.py or addrop.py: answers are kept
+    python exercises/make.py           # after any change to model.py, addrop.py or a lesson: answers are kept
     python exercises/make.py --force   # start over: every body blank again, answers dropped
 
-Each exercise is checked alone: its command (`--exercise N`, see conftest.py) runs only its lessons,
-with the real code for every other exercise, so they can be done in any order.
-test_exercises.py fails until the committed exercise files are, outside the bodies, what this writes.
+A lesson says which exercises it checks with a marker, @pytest.mark.exercise(2, 3) (pytest.ini);
+--exercise N (conftest.py) runs exercise N's lessons alone, with the real code for every other
+exercise, so they can be done in any order. test_exercises.py fails until the committed exercise
+files and the table are what this writes.
 """
 
 import ast
+import difflib
+import functools
+import re
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -22,6 +27,8 @@ from typing import NamedTuple
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "exercises"
 TESTS = {"model.py": "test_model.py", "addrop.py": "test_addrop.py"}  # each file's lessons
+TABLE = ("<!-- the exercise table: written by python exercises/make.py from the lessons' markers -->",
+         "<!-- end of the exercise table -->")
 
 
 class Exercise(NamedTuple):
@@ -29,9 +36,7 @@ class Exercise(NamedTuple):
     file: str        # model.py or addrop.py
     name: str        # the function, or Class.method, whose body is blanked
     equation: str    # what it implements, in the paper's terms
-    lessons: str     # the lessons that check it, in words
-    match: tuple     # its lessons are the tests of TESTS[file] whose function name contains one of these
-    tip: str = None  # a comment above the blank body
+    tip: str = None  # a comment above the blank body; "lesson N" there must be one of its lessons
 
 
 # In the order of the paper and the tutorial: the encoder's attention (Eq. 1), the first pass and its
@@ -39,55 +44,63 @@ class Exercise(NamedTuple):
 # the variants. Lessons are numbered as in test_addrop.py.
 EXERCISES = [
     Exercise(1, "model.py", "Layer.forward", "Eq. 1, attention with the padding mask and M_l",
-             "test_model.py's lessons (the references, padding, the mask, scale, attention dropout)",
-             ("committed_reference", "huggingface_live", "padding_does_not_change", "attention_rows", "one_entry",
-              "reach_every", "first_only", "scale", "attention_dropout"),
              "A is multiplied by `scale` when one is given (integrated gradients,\n"
              "Eq. 3), and that A is used and handed out. Attention dropout: dropout() above; with\n"
              "dropped_A the dropped A (rescaled) is used and handed out, else it acts on A @ v only and\n"
-             "A goes out as Eq. 1 defines it. first_only is only a saving: x may stay (B, T, C), the\n"
-             "head reads x[:, 0] either way."),
-    Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels",
-             "lessons 1, 2, 11 and 18",
-             ("finite_difference", "one_backward", "gold_labels", "first_pass")),
-    Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens",
-             "lessons 1, 2, 11, 12, 15 and 16",
-             ("finite_difference", "one_backward", "gold_labels", "regression", "token_attribution",
-              "ignored_positions")),
+             "A goes out as Eq. 1 defines it. first_only: cut A to its first query row and x to its\n"
+             "first token BEFORE any dropout (A still goes out whole). It saves work, and in train mode\n"
+             "it sets how many coins dropout draws: every later random number, hence a training run's\n"
+             "result, depends on it."),
+    Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels"),
+    Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens"),
     Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward",
-             "lessons 1, 2, 4, 11-13 and 18",
-             ("finite_difference", "one_backward", "one_step", "gold_labels", "regression", "ablations",
-              "first_pass"),
              "runs in eval mode (train mode for first_pass='train') and hands the model back in the\n"
              "mode it came in (lesson 2). ga: one forward (_unmasked_pass), one autograd.grad;\n"
              "iga: _integrated_gradients; aa: the maps of model.encoder(..., depth=max(layers) + 1),\n"
              "no layer above run (lesson 13)."),
     Exercise(5, "addrop.py", "drop_mask", "Eq. 6-7, the mask",
-             "lessons 6-9",
-             ("mask_by_hand", "long_rows", "paper_recipe", "dropped_fraction", "stays_a_distribution"),
              "draw the coin flips as ONE bernoulli((B, H, T, T), q, generator, scores.device), True\n"
              "where a candidate is dropped (u = 0), so that lesson 7 sees its literal recipe's draws;\n"
              "end with _real_rows."),
-    Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row",
-             "lessons 6, 7, 9, 13 and 17",
-             ("mask_by_hand", "paper_recipe", "stays_a_distribution", "ablations", "every_attribution")),
-    Exercise(7, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning",
-             "lesson 10",
-             ("cross_tuning",)),
+    Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row"),
+    Exercise(7, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning"),
     Exercise(8, "addrop.py", "_integrated_gradients", "Eq. 3, integrated gradients",
-             "lessons 3-5 (and 2, 11, 17)",
-             ("integrated_gradient", "one_backward", "gold_labels", "every_attribution"),
              "Layer.forward's `scale` (B, 1, 1, 1) multiplies A. Lesson 5 wants the plain loop's\n"
              "numbers to 1e-10, however ig_budget cuts the m steps into chunks."),
-    Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline",
-             "lessons 13 and 17",
-             ("ablations", "every_attribution")),
+    Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline"),
     Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks",
-             "lessons 15-17",
-             ("token_attribution", "ignored_positions", "every_attribution"),
              "a sum, not a mean, over the tokens whose label is not IGNORE (lesson 16 moves the others)."),
 ]
 BY_NUMBER = {e.number: e for e in EXERCISES}
+
+
+class Lesson(NamedTuple):
+    name: str        # the test function
+    label: str       # "6b" for a docstring that opens "Lesson 6b.", else the name without test_
+    exercises: tuple  # the numbers of its marker, @pytest.mark.exercise(...)
+
+
+@functools.cache
+def lessons(test_file):
+    """The lessons of test_file, in file order, as their markers say, read from the source (the same
+    decorators pytest reads: test_exercises.py checks that the two agree)."""
+    out = []
+    for node in ast.parse((ROOT / test_file).read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+            marks = [d for d in node.decorator_list if isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.exercise"]
+            doc = re.match(r"Lesson (\w+)\.", ast.get_docstring(node) or "")
+            numbers = tuple(ast.literal_eval(a) for m in marks for a in m.args)
+            out.append(Lesson(node.name, doc[1] if doc else node.name.removeprefix("test_"), numbers))
+    return out
+
+
+def checked_by(e, names=True):
+    """e's lessons (of TESTS[e.file]) in words: "lessons 1, 2 and 11"; unnumbered ones by name, or
+    with names=False by their count and marker."""
+    labels = [lesson.label for lesson in lessons(TESTS[e.file]) if e.number in lesson.exercises]
+    if not names and not all(len(label) <= 3 for label in labels):
+        return f"{len(labels)} lessons marked exercise({e.number})"
+    return "lesson " + labels[0] if len(labels) == 1 else f"lessons {', '.join(labels[:-1])} and {labels[-1]}"
 
 
 def command(e, path=None):
@@ -99,22 +112,27 @@ def message(e):
     """What the blank body raises: first line for pytest's summary, then how to run its lessons."""
     others = any(o.file == e.file and o != e for o in EXERCISES)
     return (f"Exercise {e.number} ({e.equation}): write {e.name} in exercises/{e.file}\n"
-            f"  checked by {e.lessons}{', run with the real code for the other exercises' if others else ''}:\n"
+            f"  checked by {TESTS[e.file]}'s {checked_by(e, names=False)}{', with the real code for the other exercises' if others else ''}:\n"
             f"  {command(e)}")
 
 
-def checks(e, test_file, test_name):
-    """Whether the test `test_name` (a function name) of the file `test_file` is one of e's lessons."""
-    return test_file == TESTS[e.file] and any(m in test_name for m in e.match)
+def table():
+    """The exercise table of RESULTS.md, from EXERCISES and the lessons' markers."""
+    rows = ["| # | write | equation | checked by (each lesson's docstring gives its tolerance) |", "|---|---|---|---|"]
+    rows += [f"| {e.number} | `{e.file[:-3]}.{e.name}` | {e.equation} | {TESTS[e.file]}: {checked_by(e).replace('_', ' ')} |"
+             for e in EXERCISES]
+    free = [[lesson.label for lesson in lessons(t) if not lesson.exercises] for t in TESTS.values()]
+    free = [f"{t}'s " + (", ".join(f) if all(len(x) <= 3 for x in f) else f"{len(f)} others") for t, f in zip(TESTS.values(), free)]
+    return "\n".join(rows) + "\n\nThe lessons that check no exercise: " + "; ".join(free) + "."
 
 
 def find(tree, qualname):
-    """The def node of 'name' or 'Class.name' at the top level of a module."""
+    """The def node of 'name' or 'Class.name' at the top level of a module; LookupError('no NAME')."""
     nodes = tree.body
     for part in qualname.split("."):
         node = next((n for n in nodes if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == part), None)
         if node is None:
-            raise LookupError(f"no {qualname} in the file: update EXERCISES in exercises/make.py")
+            raise LookupError(f"no {qualname}")
         nodes = node.body
     return node
 
@@ -183,6 +201,16 @@ def outside_bodies(file, text):
     return "".join(lines)
 
 
+def stale(file, text, name):
+    """Where `text`, a student's `file` (called `name` in the diff), differs outside the exercise
+    bodies from what this script writes today (or from the real file: its header aside, the same): a
+    few lines of diff, '' where it does not. Raises SyntaxError and LookupError as outside_bodies."""
+    ours, theirs = (outside_bodies(file, t.removeprefix(header(file))) for t in (generate()[file], text))
+    diff = difflib.unified_diff(ours.splitlines(), theirs.splitlines(), "python exercises/make.py writes", name,
+                                n=0, lineterm="")
+    return "\n".join(list(diff)[:12])
+
+
 def answered(file, text):
     """Numbers of the exercises of `file` whose body in `text`, an exercise file, is no longer the blank one."""
     try:
@@ -217,6 +245,12 @@ def keep_answers(file, fresh, old):
     return "".join(lines), [e.number for e in kept]
 
 
+def with_table(text):
+    """text, RESULTS.md, with what lies between its TABLE marker lines replaced by table()."""
+    start, end = text.index(TABLE[0]) + len(TABLE[0]), text.index(TABLE[1])
+    return text[:start] + "\n" + table() + "\n" + text[end:]
+
+
 if __name__ == "__main__":
     for file, text in generate().items():
         out, kept = HERE / file, []
@@ -228,3 +262,6 @@ if __name__ == "__main__":
                          "cannot be kept: fix it, or copy it somewhere and run python exercises/make.py --force")
         out.write_text(text)
         print(f"wrote {out.relative_to(ROOT)}" + (f", keeping your answers to exercises {kept}" if kept else ""))
+    results = ROOT / "RESULTS.md"
+    results.write_text(with_table(results.read_text()))
+    print("wrote the exercise table of RESULTS.md")

@@ -145,11 +145,13 @@ class Layer(nn.Module):
         # Exercise 1: A is multiplied by `scale` when one is given (integrated gradients,
         #   Eq. 3), and that A is used and handed out. Attention dropout: dropout() above; with
         #   dropped_A the dropped A (rescaled) is used and handed out, else it acts on A @ v only and
-        #   A goes out as Eq. 1 defines it. first_only is only a saving: x may stay (B, T, C), the
-        #   head reads x[:, 0] either way.
+        #   A goes out as Eq. 1 defines it. first_only: cut A to its first query row and x to its
+        #   first token BEFORE any dropout (A still goes out whole). It saves work, and in train mode
+        #   it sets how many coins dropout draws: every later random number, hence a training run's
+        #   result, depends on it.
         raise NotImplementedError(
             "Exercise 1 (Eq. 1, attention with the padding mask and M_l): write Layer.forward in exercises/model.py\n"
-            "  checked by test_model.py's lessons (the references, padding, the mask, scale, attention dropout):\n"
+            "  checked by test_model.py's 13 lessons marked exercise(1):\n"
             "  python -m pytest test_model.py --impl exercises/model.py --exercise 1")
 
 
