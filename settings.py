@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 
 import addrop
+import cpu
 import data
 import state
 
@@ -268,12 +269,14 @@ COMMIT = code_commit()
 
 def provenance(device, world):
     """What ran this: the same seed on another CPU or torch build is another draw (float sums differ), so
-    metrics.json records the machine and build beside the numbers."""
-    cpu = platform.processor() or platform.machine()
+    metrics.json records the machine and build beside the numbers, and the threads and OpenMP settings it ran
+    with (cpu.py; None: OpenMP's default), which a step's time depends on."""
+    processor = platform.processor() or platform.machine()
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+        processor = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                         if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return {"cpu": cpu, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-            "torch": torch.__version__, "threads": torch.get_num_threads(), "processes": world,
-            "python": platform.python_version(), "commit": COMMIT}
+    return {"cpu": processor, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+            "torch": torch.__version__, "threads": torch.get_num_threads(), "openmp": cpu.openmp(),
+            "processes": world, "python": platform.python_version(), "commit": COMMIT}

@@ -494,6 +494,48 @@ def test_provenance_records_the_commit_the_process_imported(tmp_path):
     assert copy.provenance(torch.device("cpu"), 1)["commit"] == first
 
 
+def test_fair_share_sets_a_short_spin_unless_the_user_chose(monkeypatch):
+    """cpu.fair_share() gives OpenMP a short spin (GOMP_SPINCOUNT=cpu.SPINCOUNT), so that its waiting threads
+    yield a busy core instead of spinning against other programs, but a user's own choice wins: their
+    GOMP_SPINCOUNT stays, and with their OMP_WAIT_POLICY no spin count is added (libgomp would let it overrule
+    the policy). Once torch is loaded it changes nothing: OpenMP has read its settings, and the environment
+    must keep saying what they are."""
+    import cpu
+    monkeypatch.delitem(sys.modules, "torch")  # as before the first import of torch; restored after the test
+    env = {}
+    assert cpu.fair_share(env)["GOMP_SPINCOUNT"] == cpu.SPINCOUNT and env == {"GOMP_SPINCOUNT": cpu.SPINCOUNT}
+    env = {"GOMP_SPINCOUNT": "300000"}
+    assert cpu.fair_share(env)["GOMP_SPINCOUNT"] == "300000" and env == {"GOMP_SPINCOUNT": "300000"}
+    env = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert cpu.fair_share(env) == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": None}
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    env = {}
+    assert cpu.fair_share(env)["GOMP_SPINCOUNT"] is None and env == {}
+
+
+def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
+    """metrics.json says what a run chose: with no OpenMP setting in its environment, train.py sets the short
+    spin before torch loads and keeps torch's threads (one per CPU it may use); a user's OMP_WAIT_POLICY is
+    kept, with no spin count beside it, and --threads N overrides the thread count. The two runs are real
+    train.py processes, so the record is what OpenMP was started with."""
+    import cpu
+    clean = {k: v for k, v in os.environ.items() if k not in cpu.KEYS}
+    cmd = [sys.executable, str(HERE / "train.py"), "--task", "rte", "--weights", str(setup / "w0"), "--data-dir",
+           str(setup / "glue"), "--max-len", "24", "--epochs", "1", "--no-checkpoint"]
+    runs = [subprocess.Popen(cmd + ["--out", str(tmp_path / "default")], env=clean, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True),
+            subprocess.Popen(cmd + ["--out", str(tmp_path / "mine"), "--threads", "1"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env={**clean, "OMP_WAIT_POLICY": "passive"})]
+    for r in runs:
+        out, err = r.communicate(timeout=300)
+        assert r.returncode == 0, out[-2000:] + err[-3000:]
+    default, mine = (metrics(tmp_path / name)["provenance"] for name in ("default", "mine"))
+    assert default["threads"] == len(os.sched_getaffinity(0))
+    assert default["openmp"] == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": cpu.SPINCOUNT}
+    assert mine["threads"] == 1
+    assert mine["openmp"] == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": None}
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--dtype", "fp16"], "--dtype 'fp16': choose fp32 or bf16"),
     (["--holdout", "1.5"], "--holdout 1.5: must be a fraction strictly between 0 and 1"),

@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+import cpu
+cpu.fair_share()  # before torch loads OpenMP: its threads spin briefly, then yield a busy core (cpu.py)
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F

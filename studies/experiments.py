@@ -18,6 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import cpu
+cpu.fair_share()  # before torch loads OpenMP: a short spin, the fair share of a busy CPU (cpu.py)
+
 import torch
 
 import checkpoint
