@@ -18,6 +18,7 @@ What a failure shows, under --impl: a lesson that reaches an exercise not writte
 exercise's message; a check that fails (checks.py), its words after the exercise it checks. No
 traceback: through the test it would say nothing more.
 """
+import cpu; cpu.fair_share()  # noqa: E702  before anything loads torch: OpenMP then shares a busy CPU (cpu.py)
 
 import importlib.util
 import sys
