@@ -1,22 +1,14 @@
 """
---impl FILE runs the lessons against another implementation of a module, e.g. a student's answers
-to the exercises (see exercises/make.py and README.md, section Exercises); --exercise N runs the
-lessons of exercise N alone, with the real code for every other exercise:
+--impl FILE runs the lessons on a student's model.py or addrop.py (exercises/make.py), imported as
+the module of its name before any test file is (impl.py, shared with train.py); --exercise N runs
+exercise N's lessons alone (their marker, pytest.ini), every other exercise put back as the real
+function run in FILE's module, calling the student's exercise N:
 
-    python -m pytest test_model.py --impl exercises/model.py --exercise 1
     python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 4
     python -m pytest test_addrop.py --impl exercises/addrop.py           # every lesson, every exercise yours
 
-FILE is imported as the module of its file name (addrop, model) before any test file is (impl.py,
-which train.py's --impl shares), so a test's `import addrop` gets FILE, and so does checkpoint.py's
-`import model`: from_pretrained builds the student's Model. With --exercise N, every other exercise of FILE is then put back as
-the real function, run in FILE's module: the real attribute calls the student's _unmasked_pass
-when that is exercise N. So each exercise can be done, and checked, alone and in any order, and a
-failure points at the code just written.
-
-What a failure shows, under --impl: a lesson that reaches an exercise not written yet, that
-exercise's message; a check that fails (checks.py), its words after the exercise it checks. No
-traceback: through the test it would say nothing more.
+A failure shows, without traceback, a blank body's message or a check's words (checks.py) after the
+exercise it points at; a parametrised lesson fails once, its other cases skipped.
 """
 import cpu; cpu.fair_share()  # noqa: E702  before anything loads torch: OpenMP then shares a busy CPU (cpu.py)
 
@@ -30,7 +22,6 @@ import pytest
 import checks
 import impl
 
-ROOT = Path(__file__).resolve().parent
 make = impl.make  # exercises/make.py: the exercises, their files and messages
 
 
@@ -53,9 +44,8 @@ def pytest_configure(config):
             raise pytest.UsageError(str(e)) from None
         if n is not None:
             _put_back_real(module, path, n)
-    files = [Path(p).name for p in config.getoption("impl")]
-    if n is not None and files and make.BY_NUMBER[n].file not in files:
-        e = make.BY_NUMBER[n]
+    e, files = make.BY_NUMBER.get(n), [Path(p).name for p in config.getoption("impl")]
+    if e and files and e.file not in files:
         raise pytest.UsageError(f"--exercise {n} is {e.name} in {e.file}: {make.command(e)}")
     config.failed_lessons = set()  # lessons failed once under --impl: their other parameters are skipped
 
@@ -72,16 +62,13 @@ def rebound(fn, module, name):
 
 
 def _put_back_real(module, path, n):
-    """In the student's module, every exercise of its file but exercise n becomes the real function:
-    the real code object with the student's module as its globals, so that it calls the student's
-    other functions, exercise n among them. impl.load has checked that each is there."""
-    spec = importlib.util.spec_from_file_location("real_" + path.stem, ROOT / path.name)
+    """In the student's module, every exercise of its file but exercise n becomes the real function, run
+    in the student's module, so that it calls the student's exercise n (impl.load checked each is there)."""
+    spec = importlib.util.spec_from_file_location("real_" + path.stem, impl.ROOT / path.name)
     real = importlib.util.module_from_spec(spec)  # the real file, as a module of another name: only its
     sys.modules[spec.name] = real                 # functions' code is used
     spec.loader.exec_module(real)
-    for e in make.EXERCISES:
-        if e.file != path.name or e.number == n:
-            continue
+    for e in (e for e in make.EXERCISES if e.file == path.name and e.number != n):
         *outer, name = e.name.split(".")  # "Layer.forward": set on the student's class Layer
         owner, real_owner = module, real
         for part in outer:
@@ -95,8 +82,7 @@ def _numbers(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    """--exercise N: only the lessons of exercise N; none among those given is a usage error naming
-    the file that holds them."""
+    """--exercise N: only exercise N's lessons; none among those given: a usage error naming their file."""
     n = config.getoption("exercise")
     if n is None:
         return
@@ -110,42 +96,23 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
-    impls = config.getoption("impl")
-    lines = ["implementations: " + ", ".join(f"{Path(p).stem} from {p}" for p in impls)] if impls else []
-    n = config.getoption("exercise")
-    if n is not None:
-        e = make.BY_NUMBER[n]
-        lines.append(f"exercise {n}: {e.name} ({e.equation}), with the real code for every other exercise")
-    return lines
+    impls, e = config.getoption("impl"), make.BY_NUMBER.get(config.getoption("exercise"))
+    return ((["implementations: " + ", ".join(f"{Path(p).stem} from {p}" for p in impls)] if impls else []) +
+            ([f"exercise {e.number}: {e.name} ({e.equation}), with the real code for every other exercise"] if e else []))
 
 
 def _exercise(item):
-    """'Exercise N (name)' for the exercise a failure of this lesson points at, or the exercises it
-    may point at when each is the student's (no --exercise); None when the lesson checks none."""
-    n = item.config.getoption("exercise")
-    if n is not None:
-        return f"Exercise {n} ({make.BY_NUMBER[n].name})"
-    files = [Path(p).name for p in item.config.getoption("impl")]
-    found = [e for e in make.EXERCISES if e.file in files and e.number in _numbers(item)]
-    if not found:
-        return None
+    """'Exercise N (name)' for the exercise a failure of this lesson points at, or 'Exercise 2 or 3' for those
+    it may point at when each is the student's (no --exercise); None when it checks none of the student's."""
+    n, files = item.config.getoption("exercise"), [Path(p).name for p in item.config.getoption("impl")]
+    found = [make.BY_NUMBER[n]] if n else [e for e in make.EXERCISES if e.file in files and e.number in _numbers(item)]
     if len(found) == 1:
         return f"Exercise {found[0].number} ({found[0].name})"
-    return (f"Exercise {', '.join(str(e.number) for e in found[:-1])} or {found[-1].number} "
-            f"({', '.join(e.name for e in found)}: run each alone with --exercise N)")
-
-
-def _named(message, impls):
-    """A blank body's message names exercises/FILE; where the student's copy lives elsewhere, it names
-    the path given to --impl instead, so that its command runs as printed."""
-    for path in impls:
-        message = message.replace(f"exercises/{Path(path).name}", str(path))
-    return message
+    return f"Exercise {' or '.join(str(e.number) for e in found)} (run each alone with --exercise N)" if found else None
 
 
 def pytest_runtest_setup(item):
-    """Under --impl, one failure per lesson: a slip fails a parametrised lesson's cases alike, and forty
-    copies of one message would hide the lessons that tell it apart."""
+    """Under --impl, one failure per lesson: forty cases failed alike would hide the lessons that tell apart."""
     name = getattr(item, "originalname", item.name)
     if item.config.getoption("impl") and name in item.config.failed_lessons:
         pytest.skip(f"{name} failed above with other parameters")
@@ -160,7 +127,8 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         item.config.failed_lessons.add(getattr(item, "originalname", item.name))
     if e.errisinstance(NotImplementedError) and str(e.value).startswith("Exercise "):
-        e.value.args = (_named(str(e.value), item.config.getoption("impl")),)
+        for path in item.config.getoption("impl"):  # the student's copy where it lies, so that the command runs
+            e.value.args = (str(e.value).replace(f"exercises/{Path(path).name}", str(path)),)
         report.longrepr = e.getrepr(style="value")  # the message, without the traceback
     elif e.errisinstance(checks.Wrong):
         who = _exercise(item)

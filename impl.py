@@ -1,10 +1,8 @@
 """
---impl FILE: use a student's model.py or addrop.py in place of the real one, for the lessons (conftest.py)
-and for training (python train.py ... --impl exercises/addrop.py). FILE is imported as the module of its
-file name before anything imports the real one, so every `import addrop` or `import model` that follows,
-checkpoint.py's included, gets the student's code. A FILE that is not, outside the exercise bodies,
-what exercises/make.py writes today (an older copy, a line deleted, an empty file) is refused first,
-with the lines that differ: it would fail later, deep in the real code, for a reason that is not the answer.
+--impl FILE: a student's model.py or addrop.py in place of the real one, for the lessons (conftest.py) and
+for training (train.py), imported as the module of its name before anything imports the real one, so every
+`import addrop` or `import model` (checkpoint.py's too) gets it. A FILE that is not, outside the exercise
+bodies, what exercises/make.py writes today (older, a line deleted, empty) is refused, naming the lines.
 """
 
 import importlib.util
@@ -45,23 +43,19 @@ def load(path):
 
 
 def stale(path):
-    """Refuse the file at path if, outside the exercise bodies, it is not what exercises/make.py writes
-    today. One that does not parse is left to the import, which names its line."""
+    """Refuse the file at path unless it is, outside the exercise bodies, what exercises/make.py writes
+    today; one that does not parse is left to the import, which names its line."""
     text = path.read_text()
-    if not text.strip():
-        raise ImplError(f"--impl {path} is empty: python exercises/make.py writes exercises/{path.name} "
-                        "to start from")
     try:
-        diff = make.stale(path.name, text, str(path))
+        diff = make.stale(path.name, text, str(path)) if text.strip() else "it is empty"
     except SyntaxError:
         return
     except LookupError as e:  # an exercise's function is not there
         diff = f"{e.args[0]}, one of the exercises"
     if diff:
         raise ImplError(f"--impl {path} is not what python exercises/make.py writes today, outside the exercise "
-                        f"bodies (your answers):\n{diff}\nRun python exercises/make.py: it writes "
-                        f"exercises/{path.name} again and keeps your answers (copy yours there first if it lives "
-                        "elsewhere)")
+                        f"bodies (your answers):\n{diff}\nRun python exercises/make.py: it writes exercises/"
+                        f"{path.name} again, keeping your answers (copy yours there first if they live elsewhere)")
 
 
 def from_argv(argv):

@@ -94,7 +94,7 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
     #   no layer above run (lesson 13).
     raise NotImplementedError(
         "Exercise 4 (Eq. 5, all selected layers from ONE backward): write attribute in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 1, 2, 4, 11, 12, 13 and 18, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 1, 2, 4, 11, 12, 13 and 18, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 4")
 
 
@@ -105,7 +105,7 @@ def _unmasked_pass(model, batch, labels, dropped_A=False):
     model: True hands out each A_l after attention dropout (the authors' first pass)."""
     raise NotImplementedError(
         "Exercise 2 (Eq. 4, the first pass and its pseudo labels): write _unmasked_pass in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 1, 2, 11 and 18, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 1, 2, 11 and 18, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 2")
 
 
@@ -130,7 +130,7 @@ def objective(logits, labels, regression):
     example i's own gradient."""
     raise NotImplementedError(
         "Exercise 3 (Eq. 5's F: the label's logit; -L for regression and tokens): write objective in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 1, 2, 11, 12, 15 and 16, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 1, 2, 11, 12, 15 and 16, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 3")
 
 # -----------------------------------------------------------------------------
@@ -167,7 +167,7 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     #   end with _real_rows.
     raise NotImplementedError(
         "Exercise 5 (Eq. 6-7, the mask): write drop_mask in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 6, 6b, 7, 8 and 9, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 6, 6b, 7, 8 and 9, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 5")
 
 
@@ -180,7 +180,7 @@ def _real_rows(drop, attention_mask):
       them all instead."""
     raise NotImplementedError(
         "Exercise 6 (Eq. 6-7's edge cases: real pairs only, never a whole row): write _real_rows in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 6, 7, 9, 13 and 17, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 6, 7, 9, 13 and 17, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 6")
 
 # -----------------------------------------------------------------------------
@@ -191,7 +191,7 @@ def is_addrop_epoch(epoch, cross_tuning=True):
     epochs 2, 4, 6, ... run AD-DROP; without it (Table 2's ablation) every epoch does."""
     raise NotImplementedError(
         "Exercise 7 (Algorithm 1, cross-tuning): write is_addrop_epoch in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lesson 10, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lesson 10, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 7")
 
 # -----------------------------------------------------------------------------
@@ -215,7 +215,7 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
     #   numbers to 1e-10, however ig_budget cuts the m steps into chunks.
     raise NotImplementedError(
         "Exercise 8 (Eq. 3, integrated gradients): write _integrated_gradients in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 2, 3, 4, 5, 11 and 17, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 2, 3, 4, 5, 11 and 17, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 8")
 
 
@@ -227,7 +227,7 @@ def random_mask(attention_mask, H, p, q, generator=None):
     generator as in drop_mask. Same shape, values and guard as drop_mask."""
     raise NotImplementedError(
         "Exercise 9 (Table 2's RD, the random baseline): write random_mask in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 13 and 17, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 13 and 17, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 9")
 
 
@@ -242,7 +242,7 @@ def pseudo_loss(logits, labels):
     # Exercise 10: a sum, not a mean, over the tokens whose label is not IGNORE (lesson 16 moves the others).
     raise NotImplementedError(
         "Exercise 10 (Appendix A Eq. 2, the pseudo loss of token tasks): write pseudo_loss in exercises/addrop.py\n"
-        "  checked by test_addrop.py's lessons 15, 16 and 17, with the real code for the other exercises:\n"
+        "  checked by test_addrop.py's lessons 15, 16 and 17, with the real code for every other exercise:\n"
         "  python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 10")
 
 # -----------------------------------------------------------------------------

@@ -1,19 +1,14 @@
 """
-Writes the exercises: exercises/model.py and exercises/addrop.py are model.py and addrop.py
-with the bodies of the functions in EXERCISES replaced by a NotImplementedError that says the
-exercise's number, its equation, the lessons that check it and the command that runs them.
-Signatures, docstrings and every other line stay those of the real files: the splice is done on
-the text, so formatting is kept, and ast only says where each body starts and ends. model.py holds
-the encoder alone; checkpoint.py, which loads the weights, is no exercise: it builds whichever
-model.py is imported. Also writes the exercise table of RESULTS.md, between its two marker lines.
+Writes the exercises: exercises/model.py and exercises/addrop.py are model.py and addrop.py with the
+bodies of the functions in EXERCISES replaced by a NotImplementedError that gives the exercise's number,
+its equation, its lessons and the command that runs them; every other line is the real file's (ast says
+where bodies start and end, the splice is done on the text). Also writes RESULTS.md's exercise table. A
+lesson names the exercises it checks by a marker, @pytest.mark.exercise(2, 3) (pytest.ini).
 
     python exercises/make.py           # after any change to model.py, addrop.py or a lesson: answers are kept
     python exercises/make.py --force   # start over: every body blank again, answers dropped
 
-A lesson says which exercises it checks with a marker, @pytest.mark.exercise(2, 3) (pytest.ini);
---exercise N (conftest.py) runs exercise N's lessons alone, with the real code for every other
-exercise, so they can be done in any order. test_exercises.py fails until the committed exercise
-files and the table are what this writes.
+test_exercises.py fails until the committed exercise files and the table are what this writes.
 """
 
 import ast
@@ -25,7 +20,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
-HERE = ROOT / "exercises"
 TESTS = {"model.py": "test_model.py", "addrop.py": "test_addrop.py"}  # each file's lessons
 TABLE = ("<!-- the exercise table: written by python exercises/make.py from the lessons' markers -->",
          "<!-- end of the exercise table -->")
@@ -39,18 +33,15 @@ class Exercise(NamedTuple):
     tip: str = None  # a comment above the blank body; "lesson N" there must be one of its lessons
 
 
-# In the order of the paper and the tutorial: the encoder's attention (Eq. 1), the first pass and its
-# pseudo labels (Eq. 4), the attribution (Eq. 5), the mask (Eq. 6-7), cross-tuning (Algorithm 1), then
-# the variants. Lessons are numbered as in test_addrop.py.
+# In the order of the paper and the tutorial: attention (Eq. 1), the first pass and its pseudo labels (Eq. 4),
+# the attribution (Eq. 5), the mask (Eq. 6-7), cross-tuning (Algorithm 1), then the variants.
 EXERCISES = [
     Exercise(1, "model.py", "Layer.forward", "Eq. 1, attention with the padding mask and M_l",
-             "A is multiplied by `scale` when one is given (integrated gradients,\n"
-             "Eq. 3), and that A is used and handed out. Attention dropout: dropout() above; with\n"
-             "dropped_A the dropped A (rescaled) is used and handed out, else it acts on A @ v only and\n"
-             "A goes out as Eq. 1 defines it. first_only: cut A to its first query row and x to its\n"
-             "first token BEFORE any dropout (A still goes out whole). It saves work, and in train mode\n"
-             "it sets how many coins dropout draws: every later random number, hence a training run's\n"
-             "result, depends on it."),
+             "A is multiplied by `scale` when one is given (integrated gradients, Eq. 3), and that A is\n"
+             "used and handed out. Attention dropout: dropout() above; with dropped_A the dropped A (rescaled)\n"
+             "is used and handed out, else it acts on A @ v only and A goes out as Eq. 1 defines it.\n"
+             "first_only: cut A to its first query row and x to its first token BEFORE any dropout (A goes\n"
+             "out whole): in train mode it sets how many coins dropout draws, hence a training run's result."),
     Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels"),
     Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens"),
     Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward",
@@ -74,46 +65,39 @@ EXERCISES = [
 BY_NUMBER = {e.number: e for e in EXERCISES}
 
 
-class Lesson(NamedTuple):
-    name: str        # the test function
-    label: str       # "6b" for a docstring that opens "Lesson 6b.", else the name without test_
-    exercises: tuple  # the numbers of its marker, @pytest.mark.exercise(...)
-
-
 @functools.cache
 def lessons(test_file):
-    """The lessons of test_file, in file order, as their markers say, read from the source (the same
-    decorators pytest reads: test_exercises.py checks that the two agree)."""
+    """[(test name, label, its marker's exercise numbers)] of test_file in file order, read from the source
+    (test_exercises.py checks that pytest reads the same); label: "6b" for a docstring "Lesson 6b. ...",
+    else the name without test_."""
     out = []
     for node in ast.parse((ROOT / test_file).read_text()).body:
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
             marks = [d for d in node.decorator_list if isinstance(d, ast.Call) and ast.unparse(d.func) == "pytest.mark.exercise"]
             doc = re.match(r"Lesson (\w+)\.", ast.get_docstring(node) or "")
             numbers = tuple(ast.literal_eval(a) for m in marks for a in m.args)
-            out.append(Lesson(node.name, doc[1] if doc else node.name.removeprefix("test_"), numbers))
+            out.append((node.name, doc[1] if doc else node.name.removeprefix("test_"), numbers))
     return out
 
 
 def checked_by(e, names=True):
-    """e's lessons (of TESTS[e.file]) in words: "lessons 1, 2 and 11"; unnumbered ones by name, or
-    with names=False by their count and marker."""
-    labels = [lesson.label for lesson in lessons(TESTS[e.file]) if e.number in lesson.exercises]
+    """e's lessons in words, "lessons 1, 2 and 11"; unnumbered ones by name, or with names=False by count."""
+    labels = [label for _, label, numbers in lessons(TESTS[e.file]) if e.number in numbers]
     if not names and not all(len(label) <= 3 for label in labels):
         return f"{len(labels)} lessons marked exercise({e.number})"
     return "lesson " + labels[0] if len(labels) == 1 else f"lessons {', '.join(labels[:-1])} and {labels[-1]}"
 
 
-def command(e, path=None):
-    """The command that runs exercise e's lessons on the student's file (or on the file at `path`)."""
-    return f"python -m pytest {TESTS[e.file]} --impl {path or 'exercises/' + e.file} --exercise {e.number}"
+def command(e):
+    """The command that runs exercise e's lessons on the student's file."""
+    return f"python -m pytest {TESTS[e.file]} --impl exercises/{e.file} --exercise {e.number}"
 
 
 def message(e):
     """What the blank body raises: first line for pytest's summary, then how to run its lessons."""
-    others = any(o.file == e.file and o != e for o in EXERCISES)
     return (f"Exercise {e.number} ({e.equation}): write {e.name} in exercises/{e.file}\n"
-            f"  checked by {TESTS[e.file]}'s {checked_by(e, names=False)}{', with the real code for the other exercises' if others else ''}:\n"
-            f"  {command(e)}")
+            f"  checked by {TESTS[e.file]}'s {checked_by(e, names=False)}, with the real code for every other "
+            f"exercise:\n  {command(e)}")
 
 
 def table():
@@ -121,9 +105,8 @@ def table():
     rows = ["| # | write | equation | checked by (each lesson's docstring gives its tolerance) |", "|---|---|---|---|"]
     rows += [f"| {e.number} | `{e.file[:-3]}.{e.name}` | {e.equation} | {TESTS[e.file]}: {checked_by(e).replace('_', ' ')} |"
              for e in EXERCISES]
-    free = [[lesson.label for lesson in lessons(t) if not lesson.exercises] for t in TESTS.values()]
-    free = [f"{t}'s " + (", ".join(f) if all(len(x) <= 3 for x in f) else f"{len(f)} others") for t, f in zip(TESTS.values(), free)]
-    return "\n".join(rows) + "\n\nThe lessons that check no exercise: " + "; ".join(free) + "."
+    free = [f"{len([x for x in lessons(t) if not x[2]])} of {t}'s" for t in TESTS.values()]
+    return "\n".join(rows) + f"\n\nThe lessons that check no exercise: {' and '.join(free)}."
 
 
 def find(tree, qualname):
@@ -138,9 +121,8 @@ def find(tree, qualname):
 
 
 def body_lines(fn, lines):
-    """The 0-based line range [start, end) of fn's body after its docstring, and its indent. The body
-    runs to the last line indented deeper than the def before the next statement or comment that is
-    not, so that a comment a student leaves at the end of an answer still belongs to the answer."""
+    """The 0-based line range [start, end) of fn's body after its docstring, and its indent; the body
+    runs to its last line indented deeper than the def (a student's closing comment belongs to it)."""
     doc = fn.body[0]
     if not (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)):
         raise ValueError(f"{fn.name} has no docstring: an exercise needs one to say what to write")
@@ -172,16 +154,26 @@ def header(file):
             f"#     {command(next(e for e in EXERCISES if e.file == file))}\n")
 
 
-def blank(file, source, numbers=None):
-    """source (the text of the real `file`) with the bodies of its exercises, or only of those
-    whose number is in `numbers`, replaced by their stubs; the rest of the text as it is."""
-    tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
-    edits = [(*body_lines(find(tree, e.name), lines), e) for e in EXERCISES
-             if e.file == file and (numbers is None or e.number in numbers)]
+def splice(file, text, new, missing=False):
+    """text with the body of each exercise e of `file` replaced by new(e, indent, body) where that is not
+    None. LookupError for an exercise's function not in text, unless missing=True: then it is passed over."""
+    tree, lines, edits = ast.parse(text), text.splitlines(keepends=True), []
+    for e in (e for e in EXERCISES if e.file == file):
+        try:
+            edits.append((*body_lines(find(tree, e.name), lines), e))
+        except LookupError:
+            if not missing:
+                raise
     for start, end, indent, e in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        lines[start:end] = [stub(e, indent)]
-    return header(file) + "".join(lines)
+        body = new(e, indent, "".join(lines[start:end]))
+        lines[start:end] = [body] if body is not None else lines[start:end]
+    return "".join(lines)
+
+
+def blank(file, source, numbers=None):
+    """source, the real `file`'s text, with its exercises' bodies (or those numbered in `numbers`) blanked."""
+    return header(file) + splice(file, source, lambda e, indent, _: stub(e, indent) if numbers is None
+                                 or e.number in numbers else None)
 
 
 def generate(numbers=None):
@@ -190,59 +182,34 @@ def generate(numbers=None):
 
 
 def outside_bodies(file, text):
-    """text, an exercise file, with each exercise's body cut down to one line "<answer>": the part
-    that this script owns, whatever a student has written in the bodies. Raises SyntaxError if text
-    does not parse, LookupError if an exercise's function is missing."""
-    tree = ast.parse(text)
-    lines = text.splitlines(keepends=True)
-    edits = [body_lines(find(tree, e.name), lines) for e in EXERCISES if e.file == file]
-    for start, end, indent in sorted(edits, reverse=True):
-        lines[start:end] = [indent + "<answer>\n"]
-    return "".join(lines)
+    """text, an exercise file, with each exercise's body cut down to one line "<answer>": the part this
+    script owns, whatever a student wrote in the bodies. SyntaxError, LookupError as splice."""
+    return splice(file, text, lambda e, indent, _: indent + "<answer>\n")
 
 
 def stale(file, text, name):
-    """Where `text`, a student's `file` (called `name` in the diff), differs outside the exercise
-    bodies from what this script writes today (or from the real file: its header aside, the same): a
-    few lines of diff, '' where it does not. Raises SyntaxError and LookupError as outside_bodies."""
+    """A few lines of diff where `text`, a student's `file` called `name`, differs outside the bodies from
+    what this script writes today (header aside: the real file does not), or ''. Raises as splice."""
     ours, theirs = (outside_bodies(file, t.removeprefix(header(file))) for t in (generate()[file], text))
     diff = difflib.unified_diff(ours.splitlines(), theirs.splitlines(), "python exercises/make.py writes", name,
                                 n=0, lineterm="")
     return "\n".join(list(diff)[:12])
 
 
-def answered(file, text):
-    """Numbers of the exercises of `file` whose body in `text`, an exercise file, is no longer the blank one."""
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:
-        return [e.number for e in EXERCISES if e.file == file]
-    done = []
-    for e in EXERCISES:
-        if e.file == file:
-            try:
-                body = find(tree, e.name).body[1:]
-            except LookupError:  # an exercise newer than the file: nothing written there yet
-                continue
-            if not (len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.unparse(body[0])):
-                done.append(e.number)
-    return done
+def answers(file, text):
+    """{number: body} of the exercises of `file` answered in `text`, an exercise file: a body that is
+    no longer the blank one (an exercise newer than the file has none). SyntaxError if text does not parse."""
+    found = {}
+    splice(file, text, lambda e, _, body: found.update({e.number: body}) if f'"Exercise {e.number} (' not in body
+           else None, missing=True)
+    return found
 
 
 def keep_answers(file, fresh, old):
-    """fresh, what this script writes now, with the bodies of the exercises answered in old (the
-    student's file, written from an older model.py or addrop.py) put back in: a rewrite after a core
-    change loses no answer. Returns the text and the numbers kept; SyntaxError if old does not parse."""
-    old_tree, old_lines = ast.parse(old), old.splitlines(keepends=True)
-    tree, lines = ast.parse(fresh), fresh.splitlines(keepends=True)
-    kept = [e for e in EXERCISES if e.file == file and e.number in answered(file, old)]
-    edits = []
-    for e in kept:
-        start, end, _ = body_lines(find(old_tree, e.name), old_lines)
-        edits.append((*body_lines(find(tree, e.name), lines)[:2], old_lines[start:end]))
-    for start, end, body in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        lines[start:end] = body
-    return "".join(lines), [e.number for e in kept]
+    """fresh, what this script writes now, with the answers of old (the student's file, maybe from an older
+    model.py or addrop.py) put back in, and the numbers kept; SyntaxError if old does not parse."""
+    kept = answers(file, old)
+    return splice(file, fresh, lambda e, _, __: kept.get(e.number)), sorted(kept)
 
 
 def with_table(text):
@@ -253,7 +220,7 @@ def with_table(text):
 
 if __name__ == "__main__":
     for file, text in generate().items():
-        out, kept = HERE / file, []
+        out, kept = ROOT / "exercises" / file, []
         if out.exists() and "--force" not in sys.argv:
             try:
                 text, kept = keep_answers(file, text, out.read_text())
@@ -262,6 +229,5 @@ if __name__ == "__main__":
                          "cannot be kept: fix it, or copy it somewhere and run python exercises/make.py --force")
         out.write_text(text)
         print(f"wrote {out.relative_to(ROOT)}" + (f", keeping your answers to exercises {kept}" if kept else ""))
-    results = ROOT / "RESULTS.md"
-    results.write_text(with_table(results.read_text()))
+    (ROOT / "RESULTS.md").write_text(with_table((ROOT / "RESULTS.md").read_text()))
     print("wrote the exercise table of RESULTS.md")
