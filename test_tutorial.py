@@ -1,0 +1,105 @@
+"""
+The tutorial teaches instead of telling: tutorial.ipynb poses each exercise before any line of its answer
+appears (in a cell's source or in what a cell printed), shows the answers only after, marked as such, ends
+its sections with questions and experiments, and writes only where .gitignore keeps it out of git. These
+tests read the committed notebook; CI also executes it (.ci/run), which runs its own asserts.
+"""
+
+import ast
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+_spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercises" / "make.py")
+make = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make)
+CELLS = json.loads((ROOT / "tutorial.ipynb").read_text())["cells"]
+
+
+def text(cell):
+    """A cell as a reader sees it: its source and, for code, everything it printed."""
+    shown = "".join(cell["source"])
+    for out in cell.get("outputs", []):
+        shown += "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+    return shown
+
+
+def answer_lines(e):
+    """The lines of exercise e's body in the real file, code only (comments cut), leaving out lines any
+    program may hold: short ones and bare block openers such as `with torch.no_grad():` or `try:`."""
+    source = (ROOT / e.file).read_text()
+    lines = source.splitlines()
+    start, end, _ = make.body_lines(make.find(ast.parse(source), e.name), lines)
+    code = [line.split("  # ")[0].strip() for line in lines[start:end]]
+    return [c for c in code if len(c) >= 16 and not c.startswith("#") and not re.fullmatch(r"(with .*|try|else|finally):", c)]
+
+
+def posed(e):
+    """The index of the cell that poses exercise e."""
+    found = [i for i, cell in enumerate(CELLS) if f"**Exercise {e.number}: write `" in "".join(cell["source"])]
+    assert len(found) == 1, f"exercise {e.number} is posed in {len(found)} cells, expected 1"
+    return found[0]
+
+
+@pytest.mark.parametrize("e", make.EXERCISES, ids=lambda e: f"{e.number}-{e.name}")
+def test_no_answer_before_its_exercise(e):
+    """No line of exercise e's answer (its body in the real file) appears in the notebook, as code or as
+    printed output, before the cell that poses e: the student writes it before seeing it. The answer
+    lines are at least 16 characters, so that a line such as `return drop` does not count as shown."""
+    lines = answer_lines(e)
+    assert len(lines) >= 1, f"{e.name}: no line of its body to look for"
+    shown = [(i, line) for i, cell in enumerate(CELLS[:posed(e)]) for line in lines if line in text(cell)]
+    assert not shown, f"exercise {e.number} ({e.name}) is shown before it is posed: " + "; ".join(
+        f"cell {i} holds {line!r}" for i, line in shown[:3])
+
+
+def test_answers_come_last_and_are_marked():
+    """Every exercise's answer is shown after the last exercise is posed, under a heading that says these are
+    the answers, in the order of the exercises."""
+    heading = next(i for i, cell in enumerate(CELLS) if cell["cell_type"] == "markdown"
+                   and "".join(cell["source"]).startswith("## ") and "Answers" in "".join(cell["source"]))
+    assert heading > max(posed(e) for e in make.EXERCISES)
+    where = []
+    for e in make.EXERCISES:
+        shows = [i for i, cell in enumerate(CELLS) if cell["cell_type"] == "code" and i > heading
+                 and re.search(rf"^show\(\w+\.{re.escape(e.name)}\)", "".join(cell["source"]), re.M)]
+        assert shows, f"the answers section does not show exercise {e.number} ({e.name})"
+        lines = answer_lines(e)
+        assert all(line in text(CELLS[shows[0]]) for line in lines), f"exercise {e.number}'s answer cell has no output"
+        where.append(shows[0])
+    assert where == sorted(where)
+
+
+def test_questions_and_try_its():
+    """At least eight questions, each with its answer folded below it (<details>), and at least eight Try it
+    experiments, each followed by the code cell that runs it."""
+    questions = [text(c) for c in CELLS if c["cell_type"] == "markdown" and "**Question " in text(c)]
+    assert len(questions) >= 8, f"{len(questions)} questions"
+    for q in questions:
+        assert re.search(r"\*\*Question \d+\.\*\*.*<details><summary>Answer</summary>.+</details>", q, re.S), q[:80]
+    tries = [i for i, c in enumerate(CELLS) if c["cell_type"] == "markdown" and "**Try it.**" in text(c)]
+    assert len(tries) >= 8, f"{len(tries)} Try it cells"
+    assert all(CELLS[i + 1]["cell_type"] == "code" for i in tries)
+
+
+def test_walkthrough_model_is_trained():
+    """The committed run explains a fine-tuned model: it printed that model's dev accuracy (well above the
+    constant answer's 51%) and a pseudo label for the first sentence that is its gold label."""
+    printed = "\n".join(text(c) for c in CELLS if c["cell_type"] == "code")
+    accuracy = re.search(r"the walkthrough model: .* dev accuracy (0\.\d+)", printed)
+    assert accuracy and float(accuracy.group(1)) > 0.75, accuracy
+    label = re.search(r"pseudo label '(\w+)' with probability (0\.\d+) \(gold: '(\w+)'\)", printed)
+    assert label and label.group(1) == label.group(3) and float(label.group(2)) > 0.8, label
+
+
+def test_writes_only_into_an_ignored_folder():
+    """The notebook writes into runs/tutorial/ alone, which .gitignore lists, and not into the system's
+    temporary folder, where nothing would remove what it leaves."""
+    source = "\n".join("".join(c["source"]) for c in CELLS if c["cell_type"] == "code")
+    assert "tempfile" not in source and "/tmp" not in source
+    assert 'HERE = Path("runs/tutorial")' in source
+    assert "runs/" in (ROOT / ".gitignore").read_text().split()
