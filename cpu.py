@@ -8,14 +8,14 @@ threads fight those programs for the cores, and a step cost 10x its idle time wi
 two cores (a fair share is about 2.5x). Waiting passively (OMP_WAIT_POLICY=PASSIVE) takes the fair share
 but costs ~15% of an idle step, in wake-ups. A short spin is cheap on both: a thread that gets its next op
 within SPINCOUNT turns never sleeps, one that does not stops spinning and yields the core.
-studies/busy.py measures the options (RESULTS.md, "On a busy machine"). OpenMP reads its environment
+studies/busy.py measures the options (RESULTS.md, "Sharing the CPU"). OpenMP reads its environment
 once, when torch loads it, hence before the import; a user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT wins.
 """
 
 import os
 import sys
 
-SPINCOUNT = "10000"  # libgomp's turns of spinning before a waiting thread sleeps (its default: 300,000)
+SPINCOUNT = "3000"  # libgomp's turns of spinning before a waiting thread sleeps (its default: 300,000)
 KEYS = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # what metrics.json records
 
 
