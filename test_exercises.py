@@ -70,14 +70,13 @@ def mistaken(n, old, new):
 
 
 def pytest_run(args):
-    """pytest.main(args) in a worker of runs(): exit code, output, the worker's pid, and model or addrop if
-    an earlier run had imported them."""
+    """pytest.main(args) in a worker of runs(): exit code, output, the worker's pid, and model or addrop if an
+    earlier run had imported them. Without unraisableexception: its gc.collect()s at exit cost a third of a run."""
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the lessons use no plugin
     os.chdir(ROOT)
     torch.set_num_threads(1)  # as many runs at a time as cores: one thread each, none waiting on another's
     left, out = [m for m in ("model", "addrop") if m in sys.modules], io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-        # no:unraisableexception: its gc.collect()s at exit, over torch's heap, were a third of a short run
         code = int(pytest.main(["-p", "no:cacheprovider", "-p", "no:unraisableexception", *map(str, args)]))
     return code, out.getvalue(), os.getpid(), left
 
