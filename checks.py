@@ -54,7 +54,8 @@ def _slip(a, e):
     n = round(1 / c if abs(c) < 1 else c)
     near = abs(c * n - 1 if abs(c) < 1 else c / n - 1) < 1e-3
     return ("; actual = -expected: a flipped sign?" if abs(c + 1) < 1e-3 else "" if abs(n) < 2 or not near else
-            f"; actual = expected / {n}: a mean for a sum?" if abs(c) < 1 else f"; actual = {n} x expected: a sum for a mean?")
+            f"; actual = expected / {n}: a mean for a sum, or a factor left out?" if abs(c) < 1 else
+            f"; actual = {n} x expected: a sum for a mean, or a factor too many?")
 
 
 def close(actual, expected, what, atol=None, rtol=None):

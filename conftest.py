@@ -14,7 +14,6 @@ import cpu; cpu.fair_share()  # noqa: E702  before anything loads torch: OpenMP 
 
 import importlib.util
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -40,25 +39,14 @@ def pytest_configure(config):
     for path in sorted(map(Path, config.getoption("impl")), key=lambda path: path.name != "model.py"):
         try:
             module = impl.load(path)  # a file written from an older model.py or addrop.py is refused here
+            if n is not None:
+                _put_back_real(module, path, n)
         except impl.ImplError as e:
             raise pytest.UsageError(str(e)) from None
-        if n is not None:
-            _put_back_real(module, path, n)
     e, files = make.BY_NUMBER.get(n), [Path(p).name for p in config.getoption("impl")]
     if e and files and e.file not in files:
         raise pytest.UsageError(f"--exercise {n} is {e.name} in {e.file}: {make.command(e)}")
     config.failed_lessons = set()  # lessons failed once under --impl: their other parameters are skipped
-
-
-def rebound(fn, module, name):
-    """fn's code run in `module` (its globals): the real function, calling the student's others. Only a
-    plain function can be rebound so: a wrapper's code is the wrapper's, and a closure's cells would be lost."""
-    if type(fn) is not types.FunctionType or fn.__closure__ or hasattr(fn, "__wrapped__"):
-        raise pytest.UsageError(f"--exercise: the real {name} is not a plain function (a decorator, a closure or "
-                                f"another callable), so it cannot be run in the student's module; make it one")
-    new = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__)
-    new.__kwdefaults__, new.__doc__, new.__qualname__ = fn.__kwdefaults__, fn.__doc__, fn.__qualname__
-    return new
 
 
 def _put_back_real(module, path, n):
@@ -73,7 +61,7 @@ def _put_back_real(module, path, n):
         owner, real_owner = module, real
         for part in outer:
             owner, real_owner = getattr(owner, part), getattr(real_owner, part)
-        setattr(owner, name, rebound(getattr(real_owner, name), module, e.name))
+        setattr(owner, name, impl.rebound(getattr(real_owner, name), module, e.name))
 
 
 def _numbers(item):

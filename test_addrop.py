@@ -109,6 +109,14 @@ def test_gradient_is_a_finite_difference():
     A into A + eps there (A > 0 on real keys). Central differences, eps = 1e-6: error ~1e-8 relative."""
     net, batch = tiny_model(), padded_batch()
     B_all = addrop.attribute(net, batch, ALL, "ga")
+    with torch.no_grad():  # a caller's no_grad (an evaluation loop, say) must not stop attribute's backward
+        try:
+            B_ng = addrop.attribute(net, batch, ALL, "ga")
+        except RuntimeError as e:
+            true(False, f"attribute called under torch.no_grad() raised {str(e).splitlines()[0]!r}; expected it to "
+                 "turn gradients on for its own forward and backward (torch.enable_grad())")
+    for l in ALL:
+        same(B_ng[l], B_all[l], f"B_{l} from attribute called under torch.no_grad(), against without")
     c = pseudo_labels(net, batch)
     with torch.no_grad():
         attns = run(net, batch)[1]
@@ -511,6 +519,11 @@ def test_attention_and_random_ablations():
     true(abs(dropped - p * q * pairs) < sigma5, f"random_mask(p = {p}, q = {q}) dropped {dropped:.0f} of {pairs} real "
          f"pairs; expected p q x {pairs} = {p * q * pairs:.0f} +- {sigma5:.0f} (5 sigma): each real key dropped "
          "with probability p q")
+    # independently in every head too: two heads draw the same mask of a long row with probability
+    # (1 - 2 p q (1 - p q))^(16 * 16) < 1e-20, so equal masks mean one draw shared by the heads
+    shared = [h for h in range(1, H) if torch.equal(M[:, h], M[:, 0])]
+    true(not shared, f"random_mask gave heads {shared} the same mask as head 0; expected every head its own coins "
+         "(one draw of the whole (B, H, T, T))")
 
 
 def test_parse_layers():

@@ -39,6 +39,7 @@ WRONG = [
     (3, "regression without the 1/2", "-0.5 * ((", "-(("),
     (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
     (4, "AA runs every layer", "depth=max(layers) + 1", "depth=None"),
+    (4, "gradients not turned on", "with torch.enable_grad():", "if True:"),
     (5, "a float for the integer index", "idx = n * round((1 - p) * 10**6) // 10**6",
      "idx = (n.double() * (1 - p)).long()"),
     (5, "above the threshold, not at or above", "drop = scores >= thr", "drop = scores > thr"),
@@ -49,6 +50,8 @@ WRONG = [
     (8, "A_l not multiplied in", "scores[l] = attns[l] * total / m", "scores[l] = total / m"),
     (8, "a left Riemann sum", "torch.arange(1, m + 1,", "torch.arange(0, m,"),
     (9, "p alone for p q", "(B, H, T, T), p * q,", "(B, H, T, T), p,"),
+    (9, "one mask for every head", "bernoulli((B, H, T, T), p * q, generator, attention_mask.device)",
+     "bernoulli((B, 1, T, T), p * q, generator, attention_mask.device).repeat(1, H, 1, 1)"),
     (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
 ]
 
@@ -234,21 +237,22 @@ def test_rebinding_refuses_what_it_cannot_rebind():
     """(i) --exercise N runs the real code of the other exercises in the student's module: a plain function
     reads that module as its globals; a wrapper (its code is the wrapper's, the function it wraps skipped),
     a closure (its cells would be lost) or another callable is refused, naming the function."""
-    import conftest
     plain = types.FunctionType(compile("def f():\n    return helper()", "f", "exec").co_consts[0], {})
     wrapper = types.FunctionType(plain.__code__, {})
     wrapper.__wrapped__ = plain  # as functools.wraps leaves a decorator's wrapper
     student = types.ModuleType("student")
     student.helper = lambda: "the student's"
-    assert conftest.rebound(plain, student, "f")() == "the student's"
+    assert impl.rebound(plain, student, "f")() == "the student's"
     for fn in (wrapper, (lambda x: lambda: x)(1), staticmethod(plain)):
-        with pytest.raises(pytest.UsageError, match="the real Layer.forward is not a plain function"):
-            conftest.rebound(fn, student, "Layer.forward")
+        with pytest.raises(impl.ImplError, match="the real Layer.forward is not a plain function"):
+            impl.rebound(fn, student, "Layer.forward")
 
 
 @pytest.mark.parametrize("actual, expected, says", [
-    ([-1.0, 2.0, -3.0], [1.0, -2.0, 3.0], "a flipped sign?"), ([0.25, 0.5, 0.75], [1.0, 2.0, 3.0], "/ 4: a mean for a sum?"),
-    ([3.0, 6.0, 9.0], [1.0, 2.0, 3.0], "3 x expected: a sum for a mean?"), ([4.0, 7.0, 2.0], [4.0, 6.0, 2.0], "off by one"),
+    ([-1.0, 2.0, -3.0], [1.0, -2.0, 3.0], "a flipped sign?"),
+    ([0.25, 0.5, 0.75], [1.0, 2.0, 3.0], "/ 4: a mean for a sum, or a factor left out?"),
+    ([3.0, 6.0, 9.0], [1.0, 2.0, 3.0], "3 x expected: a sum for a mean, or a factor too many?"),
+    ([4.0, 7.0, 2.0], [4.0, 6.0, 2.0], "off by one"),
     ([[1.0, 2.0, 3.0]], [[1.0], [2.0], [3.0]], "a transpose?"), ([1.0, 0.0, 0.5], [0.0, 1.0, 1.0], None)])
 def test_checks_name_the_usual_slips(actual, expected, says):
     """(j) A failed check names the slip its numbers show (checks._slip: a factor -1, 1/N or N to 1e-3,

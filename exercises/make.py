@@ -40,8 +40,9 @@ EXERCISES = [
              "A is multiplied by `scale` when one is given (integrated gradients, Eq. 3), and that A is\n"
              "used and handed out. Attention dropout: dropout() above; with dropped_A the dropped A (rescaled)\n"
              "is used and handed out, else it acts on A @ v only and A goes out as Eq. 1 defines it.\n"
-             "first_only: cut A to its first query row and x to its first token BEFORE any dropout (A goes\n"
-             "out whole): in train mode it sets how many coins dropout draws, hence a training run's result."),
+             "first_only: cut A to its first query row and x to its first token before A @ v and its dropout\n"
+             "(A goes out whole; with dropped_A the whole A is dropped first, as it goes out): in train mode\n"
+             "the cut sets how many coins dropout draws, hence a training run's result."),
     Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels"),
     Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens"),
     Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward",

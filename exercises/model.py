@@ -145,8 +145,9 @@ class Layer(nn.Module):
         # Exercise 1: A is multiplied by `scale` when one is given (integrated gradients, Eq. 3), and that A is
         #   used and handed out. Attention dropout: dropout() above; with dropped_A the dropped A (rescaled)
         #   is used and handed out, else it acts on A @ v only and A goes out as Eq. 1 defines it.
-        #   first_only: cut A to its first query row and x to its first token BEFORE any dropout (A goes
-        #   out whole): in train mode it sets how many coins dropout draws, hence a training run's result.
+        #   first_only: cut A to its first query row and x to its first token before A @ v and its dropout
+        #   (A goes out whole; with dropped_A the whole A is dropped first, as it goes out): in train mode
+        #   the cut sets how many coins dropout draws, hence a training run's result.
         raise NotImplementedError(
             "Exercise 1 (Eq. 1, attention with the padding mask and M_l): write Layer.forward in exercises/model.py\n"
             "  checked by test_model.py's 13 lessons marked exercise(1), with the real code for every other exercise:\n"
