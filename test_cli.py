@@ -29,6 +29,9 @@ from safetensors.torch import load_file, save_file
 import checkpoint
 import model
 
+# slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 WORDS = "the a cat dog sat on mat big small red".split()
 TRAIN = ["--task", "rte", "--limit", "8", "--max-len", "16", "--epochs", "1", "--dev-limit", "8", "--threads", "1"]

@@ -106,6 +106,7 @@ def one_and_two(setup):
     return setup / "one", setup / "two"
 
 
+@pytest.mark.slow
 def test_two_ranks_equal_one_process(one_and_two):
     """Two ranks, each with its share of every global batch, must follow the one-process run: the
     loss of each rank is its part of the global batch mean, and DDP averages the ranks' gradients,
@@ -126,6 +127,7 @@ def test_two_ranks_equal_one_process(one_and_two):
     assert moved > 1e-3  # the runs did train: the comparison means something
 
 
+@pytest.mark.slow
 def test_torchrun_resume_continues_the_run(setup, one_and_two):
     """Under torchrun, --resume works as in one process: one epoch, then --resume with --epochs 2,
     gives the two-epoch run's weights."""
@@ -185,6 +187,7 @@ def assert_same_run(out, ref):
     assert all(torch.equal(w[k], w_ref[k]) for k in w_ref)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_byte_for_byte(setup, uninterrupted):
     """A run killed with SIGKILL in the middle of epoch 3 and resumed ends exactly like the run that
     was never interrupted: the same per-epoch metrics and the same best checkpoint, byte for byte.
@@ -200,6 +203,7 @@ def test_killed_run_resumes_byte_for_byte(setup, uninterrupted):
     assert_same_run(out, uninterrupted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])
 def test_a_stop_signal_saves_inside_the_epoch_and_resumes_bit_for_bit(setup, uninterrupted, sig):
     """SIGTERM or SIGUSR1 (what Slurm sends before it preempts or times out a job) in the middle of an AD-DROP
@@ -221,6 +225,7 @@ def test_a_stop_signal_saves_inside_the_epoch_and_resumes_bit_for_bit(setup, uni
     assert_same_run(out, uninterrupted)
 
 
+@pytest.mark.slow
 def test_save_every_limits_what_a_kill_loses(setup, uninterrupted):
     """--save-every 7 writes the state every 7 steps, inside epochs too: a SIGKILL at step 66 leaves the state
     of step 63 (epoch 3, batch 3), and --resume (without --save-every: it changes nothing that is trained)
@@ -235,6 +240,7 @@ def test_save_every_limits_what_a_kill_loses(setup, uninterrupted):
     assert_same_run(out, uninterrupted)
 
 
+@pytest.mark.slow
 def test_save_every_minutes_saves_inside_the_epoch(setup, tmp_path):
     """--save-every in minutes ('0.0001m', 6 ms: every step here) saves by the clock: a SIGKILL in the middle of
     epoch 2 leaves a state inside epoch 2, one step or so behind the kill."""
@@ -245,6 +251,7 @@ def test_save_every_minutes_saves_inside_the_epoch(setup, tmp_path):
     assert saved["in_epoch"]["epoch"] == 2 and 38 <= saved["step"] <= 41
 
 
+@pytest.mark.slow
 def test_torchrun_stops_every_rank_at_one_step_and_resumes(setup):
     """SIGTERM to torchrun, which hands it to its workers, each at its own moment: the ranks agree (a max over
     ranks after every step) and stop after the same step; only rank 0 writes the state, which holds every rank's
@@ -265,6 +272,7 @@ def test_torchrun_stops_every_rank_at_one_step_and_resumes(setup):
     assert_same_run(out, ref)
 
 
+@pytest.mark.slow
 def test_a_state_from_elsewhere_is_refused(setup, uninterrupted, tmp_path):
     """A mid-epoch state resumed with other settings, or whose epoch in progress stopped past the end of the
     epoch (30 batches here): one line naming the problem, no traceback."""
@@ -281,6 +289,7 @@ def test_a_state_from_elsewhere_is_refused(setup, uninterrupted, tmp_path):
     assert "stopped at batch 31, past the end of the epoch (30 batches)" in r.stderr
 
 
+@pytest.mark.slow
 def test_resume_refuses_what_it_cannot_continue(setup, one_and_two):
     """--resume with nothing to resume, with other settings, or after the run finished: one line
     that names the problem, a non-zero exit, no traceback."""
@@ -296,6 +305,7 @@ def test_resume_refuses_what_it_cannot_continue(setup, one_and_two):
     assert r.returncode != 0 and "is not a training state" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_says_how_to_resume(setup):
     """Ctrl-C (SIGINT) after an epoch has finished prints where the state is and the exact command
     that resumes the run. The child starts with SIGINT at its default, as a terminal's foreground job
@@ -318,6 +328,7 @@ def test_ctrl_c_says_how_to_resume(setup):
 # -----------------------------------------------------------------------------
 # bf16
 
+@pytest.mark.slow
 def test_bf16_trains(setup):
     """--dtype bf16 runs the forwards and backwards under autocast: a plain and an AD-DROP epoch
     finish with finite losses, and the weights (float32) move."""
@@ -350,6 +361,7 @@ def test_holdout_split_is_stratified_and_seeded():
         data.holdout_split(ex, 0.001, seed=0)
 
 
+@pytest.mark.slow
 def test_resume_after_the_last_epoch_only_finishes(setup, tmp_path):
     """A run stopped after its last epoch's state was written but before metrics.json said
     "finished" has nothing left to train: --resume only writes the final metrics.json (a sweep
@@ -366,6 +378,7 @@ def test_resume_after_the_last_epoch_only_finishes(setup, tmp_path):
     assert metrics(out)["finished"] and metrics(out)["history"] == m["history"] and "best dev" in r.stdout
 
 
+@pytest.mark.slow
 def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     """With --holdout the best epoch is the one with the best holdout metric, whatever dev says; the dev
     metric is only reported at that epoch (dev_at_best), and the holdout is not trained on. The task makes
@@ -399,6 +412,7 @@ def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     assert prov["commit"] is None or len(prov["commit"].removesuffix("-dirty")) == 40
 
 
+@pytest.mark.slow
 def test_few_shot_run_holds_out_k_per_class_breaks_ties_by_loss_and_scores_dev_once(setup, tmp_path):
     """The few-shot study's run: --shots 8 --shots-holdout trains on 8 per class and picks the epoch on 8 others
     per class; --tie-break loss picks, among the epochs of the best held-out accuracy, the one of lowest held-out
@@ -424,6 +438,7 @@ def test_few_shot_run_holds_out_k_per_class_breaks_ties_by_loss_and_scores_dev_o
     assert m["dev_once"]["metric"] == m["dev_at_best"] and math.isfinite(m["dev_once"]["loss"])
 
 
+@pytest.mark.slow
 def test_impl_trains_with_the_given_file(setup, tmp_path):
     """train.py --impl FILE trains with FILE in place of the real module: an addrop.py whose is_addrop_epoch
     always says no makes every epoch of an AD-DROP run plain, and the run names the file it used. A file of
@@ -513,6 +528,7 @@ def test_fair_share_sets_a_short_spin_unless_the_user_chose(monkeypatch):
     assert cpu.fair_share(env)["GOMP_SPINCOUNT"] is None and env == {}
 
 
+@pytest.mark.slow
 def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
     """metrics.json says what a run chose: with no OpenMP setting in its environment, train.py sets the short
     spin before torch loads and keeps torch's threads (one per CPU it may use); a user's OMP_WAIT_POLICY is
@@ -821,6 +837,7 @@ def test_a_garbled_lock_is_refused_and_release_keeps_a_lock_not_ours(tmp_path):
     assert json.loads(lock.read_text())["started"] == "later"
 
 
+@pytest.mark.slow
 def test_train_py_holds_its_folder(setup, tmp_path):
     """As a user meets it: train.py into a folder that a running process holds exits with the one-line refusal
     and writes nothing; once that process is gone, the next run takes the folder over, trains, and leaves no
@@ -871,6 +888,7 @@ def conll(setup):
     return setup
 
 
+@pytest.mark.slow
 def test_token_task_two_ranks_equal_one_process_and_resume(conll):
     """Token tasks run in the same loop: a 2-epoch CoNLL run (plain, then AD-DROP with q = 1, dropout 0)
     in two processes under torchrun follows the one-process run to 1e-5 in every step's loss (each rank's
@@ -920,6 +938,7 @@ def test_token_task_predicts_every_word(conll, tmp_path):
     assert metrics(out)["selection"] == "holdout" and "5 dev" in r.stdout
 
 
+@pytest.mark.slow
 def test_glue_predict_writes_the_submission_file(setup, tmp_path):
     """--predict on a GLUE task writes OUT/RTE.tsv from the best epoch's weights: the header GLUE's server
     reads, one row per test example with its index, each label one of RTE's strings."""
@@ -938,6 +957,7 @@ def test_glue_predict_writes_the_submission_file(setup, tmp_path):
     assert {l.split("\t")[1] for l in lines[1:]} <= {"entailment", "not_entailment"}
 
 
+@pytest.mark.slow
 def test_predict_completes_a_glue_submission(setup, tmp_path):
     """The GLUE files beyond the paper's eight tasks: --predict on MNLI also labels GLUE's diagnostic set
     (DATA/diagnostic/diagnostic.tsv) as AX.tsv, beside MNLI-m.tsv and MNLI-mm.tsv, each with its own indices
@@ -984,6 +1004,7 @@ def test_predict_completes_a_glue_submission(setup, tmp_path):
             assert {l.split("\t")[1] for l in lines[1:]} <= (set(nli) if task == "mnli" else {"0", "1"})
 
 
+@pytest.mark.slow
 def test_ood_paws_and_rdrop_run(setup, tmp_path):
     """An MRPC run with --ood paws --rdrop 1 trains with R-Drop and scores the best epoch's weights on PAWS's
     test file at the end: metrics.json's ood holds accuracy and f1, and the accuracy is the fraction of the

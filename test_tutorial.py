@@ -9,6 +9,7 @@ import ast
 import importlib.util
 import json
 import re
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,8 @@ def text(cell):
     """A cell as a reader sees it: its source and, for code, everything it printed."""
     shown = "".join(cell["source"])
     for out in cell.get("outputs", []):
-        shown += "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+        data = out.get("data", {})
+        shown += "".join(out.get("text", "")) + "".join(data.get("text/plain", "")) + "".join(data.get("text/html", ""))
     return shown
 
 
@@ -59,17 +61,18 @@ def test_no_answer_before_its_exercise(e):
 
 def test_answers_come_last_and_are_marked():
     """Every exercise's answer is shown after the last exercise is posed, under a heading that says these are
-    the answers, in the order of the exercises."""
+    the answers, in the order of the exercises, each folded (<details>) so that no one reads it by scrolling."""
     heading = next(i for i, cell in enumerate(CELLS) if cell["cell_type"] == "markdown"
                    and "".join(cell["source"]).startswith("## ") and "Answers" in "".join(cell["source"]))
     assert heading > max(posed(e) for e in make.EXERCISES)
     where = []
     for e in make.EXERCISES:
         shows = [i for i, cell in enumerate(CELLS) if cell["cell_type"] == "code" and i > heading
-                 and re.search(rf"^show\(\w+\.{re.escape(e.name)}\)", "".join(cell["source"]), re.M)]
+                 and re.search(rf"^answer\({e.number}, \w+\.{re.escape(e.name)}\)", "".join(cell["source"]), re.M)]
         assert shows, f"the answers section does not show exercise {e.number} ({e.name})"
-        lines = answer_lines(e)
-        assert all(line in text(CELLS[shows[0]]) for line in lines), f"exercise {e.number}'s answer cell has no output"
+        html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in CELLS[shows[0]].get("outputs", []))
+        assert html.startswith("<details>"), f"exercise {e.number}'s answer is not folded"
+        assert all(line in unescape(html) for line in answer_lines(e)), f"exercise {e.number}'s answer cell has no output"
         where.append(shows[0])
     assert where == sorted(where)
 

@@ -17,6 +17,9 @@ import bench
 import checkpoint
 import test_cli
 
+# slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

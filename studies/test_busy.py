@@ -12,8 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import busy
 import test_cli
+
+# slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,6 +13,9 @@ import compare
 import data
 import metrics
 
+# slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
+pytestmark = pytest.mark.slow
+
 DATA_DIR = data.resolve_data_dir()
 
 

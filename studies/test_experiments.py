@@ -30,6 +30,9 @@ import state
 import sweep
 import train
 
+# slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
+pytestmark = pytest.mark.slow
+
 DATA_DIR = data.resolve_data_dir()
 
 

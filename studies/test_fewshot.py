@@ -19,6 +19,9 @@ from sweep import Run
 
 
 
+# slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
+pytestmark = pytest.mark.slow
+
 def flag(argv, name):
     return argv[argv.index(name) + 1] if name in argv else None
 

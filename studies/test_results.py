@@ -15,6 +15,9 @@ import checkpoint
 import data
 import experiments
 
+# slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
+pytestmark = pytest.mark.slow
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 # folder -> its analyses in order (a later one reads an earlier one's JSON), each with the files it writes that are
