@@ -73,8 +73,7 @@ def rebound(fn, module, name):
     """fn's code run in `module` (its globals): the real function, calling the student's others. Only a
     plain function can be rebound so: a wrapper's code is the wrapper's, and a closure's cells would be lost."""
     if type(fn) is not types.FunctionType or fn.__closure__ or hasattr(fn, "__wrapped__"):
-        raise ImplError(f"--exercise: the real {name} is not a plain function (a decorator, a closure or "
-                        f"another callable), so it cannot be run in the student's module; make it one")
+        raise ImplError(f"--exercise: the real {name} is not a plain function (a wrapper, a closure): make it one")
     new = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__)
     new.__kwdefaults__, new.__doc__, new.__qualname__ = fn.__kwdefaults__, fn.__doc__, fn.__qualname__
     return new
