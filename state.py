@@ -266,9 +266,10 @@ def load_state(out, settings, world, device):
 
 
 def restore_rng(rng, device):
-    torch.set_rng_state(rng["cpu"])
+    # load_state's map_location put these on the run's device; both setters take a CPU ByteTensor
+    torch.set_rng_state(rng["cpu"].cpu())
     if device.type == "cuda":
-        torch.cuda.set_rng_state(rng["cuda"], device)
+        torch.cuda.set_rng_state(rng["cuda"].cpu(), device)
 
 
 def save(j, in_epoch=None, local=None):
