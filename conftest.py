@@ -90,12 +90,14 @@ def pytest_report_header(config):
 
 
 def _exercise(item):
-    """'Exercise N (name)' for the exercise a failure of this lesson points at, or 'Exercise 2 or 3' for those
-    it may point at when each is the student's (no --exercise); None when it checks none of the student's."""
+    """'Exercise N (name), lesson 7' for the exercise a failure of this lesson points at, the lesson numbered as the
+    tips number it; 'Exercise 2 or 3' when each is the student's (no --exercise); None when it checks none."""
     n, files = item.config.getoption("exercise"), [Path(p).name for p in item.config.getoption("impl")]
     found = [make.BY_NUMBER[n]] if n else [e for e in make.EXERCISES if e.file in files and e.number in _numbers(item)]
-    return (f"Exercise {found[0].number} ({found[0].name})" if len(found) == 1 else None if not found else
-            f"Exercise {' or '.join(str(e.number) for e in found)} (run each alone with --exercise N)")
+    label = found and next((f", lesson {x}" for name, x, _ in make.lessons(item.path.name)
+                            if name == item.originalname and len(x) <= 3), "")
+    return (f"Exercise {found[0].number} ({found[0].name}){label}" if len(found) == 1 else None if not found else
+            f"Exercise {' or '.join(str(e.number) for e in found)}{label} (run each alone with --exercise N)")
 
 
 def pytest_runtest_setup(item):

@@ -39,8 +39,7 @@ WRONG = [
     (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
     (4, "AA runs every layer", "depth=max(layers) + 1", "depth=None"),
     (4, "gradients not turned on", "with torch.enable_grad():", "if True:"),
-    (5, "a float for the integer index", "idx = n * round((1 - p) * 10**6) // 10**6",
-     "idx = (n.double() * (1 - p)).long()"),
+    (5, "a float for the integer index", "n * round((1 - p) * 10**6) // 10**6", "(n.double() * (1 - p)).long()"),
     (5, "above the threshold, not at or above", "drop = scores >= thr", "drop = scores > thr"),
     (5, "q as the probability to keep", "bernoulli((B, H, T, T), q,", "bernoulli((B, H, T, T), 1 - q,"),
     (6, "no guard", "drop.view(torch.uint8).mul_(1 - lost)", "drop"),
@@ -49,8 +48,7 @@ WRONG = [
     (8, "A_l not multiplied in", "scores[l] = attns[l] * total / m", "scores[l] = total / m"),
     (8, "a left Riemann sum", "torch.arange(1, m + 1,", "torch.arange(0, m,"),
     (9, "p alone for p q", "(B, H, T, T), p * q,", "(B, H, T, T), p,"),
-    (9, "one mask for every head", "bernoulli((B, H, T, T), p * q, generator, attention_mask.device)",
-     "bernoulli((B, 1, T, T), p * q, generator, attention_mask.device).repeat(1, H, 1, 1)"),
+    (9, "one mask for every head", "attention_mask.device)", "attention_mask.device)[:, :1].repeat(1, H, 1, 1)"),
     (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
 ]
 
@@ -93,10 +91,10 @@ def runs(tmp_path_factory):
     written, which fails its test alone. Each run needs an interpreter of its own, where --impl imports before
     any test: a pool forked from a server that has imported torch and pytest, one run per worker
     (maxtasksperchild) and per hand-out (chunksize; by default a worker runs a chunk in one interpreter)."""
-    def run(key, e, text, *extra):
+    def run(key, e, text, *extra, test=None):
         (path := where(tmp_path_factory, key, e.file)).parent.mkdir()
         path.write_text(text)
-        jobs[key] = [make.TESTS[e.file], "--impl", path, "--exercise", e.number, *extra]
+        jobs[key] = [test or make.TESTS[e.file], "--impl", path, "--exercise", e.number, *extra]
     jobs, failed = {("real",): [*make.TESTS.values(), "--impl", "model.py", "--impl", "addrop.py", "-m", "exercise"]}, {}
     for n, mistake, old, new in WRONG:
         try:
@@ -108,8 +106,7 @@ def runs(tmp_path_factory):
         run(("written", e.number), e, written(e.number), "-q")
         run(("blank", e.number), e, blank[e.file], "-x", "-q")
     run(("stale",), e6, written(6).replace("from model import bernoulli", ""))  # a line of make.py's deleted
-    run(("pairing",), e6, blank["addrop.py"])
-    jobs["pairing",][0] = "test_model.py"  # exercise 6 given the lessons of exercise 1
+    run(("pairing",), e6, blank["addrop.py"], test="test_model.py")  # exercise 6 given the lessons of exercise 1
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["torch", "torch._dynamo", "pytest"])  # _dynamo: checkpoint.py's meta-device op
     with context.Pool(maxtasksperchild=1) as pool:
@@ -209,13 +206,14 @@ def test_each_exercise_written_alone_passes(e, runs):
 
 @pytest.mark.parametrize("n, mistake, old, new", WRONG, ids=[f"{w[0]}-{w[1]}" for w in WRONG])
 def test_wrong_answers_fail_in_words(n, mistake, old, new, runs):
-    """(g) Each held-back wrong answer, written alone into the blank file, fails its exercise's command;
-    the failure names the exercise and says what was measured, with no tensor printed whole and no
-    traceback. One whose text is no longer in the body fails here alone, naming it and the function."""
+    """(g) Each held-back wrong answer, written alone into the blank file, fails its exercise's command, naming the
+    exercise (and test_addrop.py's lesson by number, as tips do) and what was measured, with no tensor printed whole
+    and no traceback. One whose text is no longer in the body fails here alone, naming it and the function."""
     if isinstance(runs["wrong", n, mistake], str):
         pytest.fail(runs["wrong", n, mistake])
     code, out, _, _ = runs["wrong", n, mistake]
-    assert code == 1 and f"Exercise {n} ({make.BY_NUMBER[n].name}): " in out, out
+    lesson = r", lesson \d+\w?" if make.BY_NUMBER[n].file == "addrop.py" else ""
+    assert code == 1 and re.search(rf"Exercise {n} \({make.BY_NUMBER[n].name}\){lesson}: ", out), out
     assert "tensor(" not in out and "Traceback" not in out, out
 
 
