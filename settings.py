@@ -270,7 +270,7 @@ COMMIT = code_commit()
 def provenance(device, world):
     """What ran this: the same seed on another CPU or torch build is another draw (float sums differ), so
     metrics.json records the machine and build beside the numbers, and the threads and OpenMP settings it ran
-    with (cpu.py; None: OpenMP's default), which a step's time depends on."""
+    with (cpu.py; None: OpenMP's default) and the load they were chosen by, which a step's time depends on."""
     processor = platform.processor() or platform.machine()
     try:
         processor = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
@@ -279,4 +279,5 @@ def provenance(device, world):
         pass
     return {"cpu": processor, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
             "torch": torch.__version__, "threads": torch.get_num_threads(), "openmp": cpu.openmp(),
-            "processes": world, "python": platform.python_version(), "commit": COMMIT}
+            "cpus_busy_at_start": cpu.busy_at_start, "processes": world, "python": platform.python_version(),
+            "commit": COMMIT}

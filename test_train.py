@@ -509,30 +509,56 @@ def test_provenance_records_the_commit_the_process_imported(tmp_path):
     assert copy.provenance(torch.device("cpu"), 1)["commit"] == first
 
 
-def test_fair_share_sets_a_short_spin_unless_the_user_chose(monkeypatch):
-    """cpu.fair_share() gives OpenMP a short spin (GOMP_SPINCOUNT=cpu.SPINCOUNT), so that its waiting threads
-    yield a busy core instead of spinning against other programs, but a user's own choice wins: their
-    GOMP_SPINCOUNT stays, and with their OMP_WAIT_POLICY no spin count is added (libgomp would let it overrule
-    the policy). Once torch is loaded it changes nothing: OpenMP has read its settings, and the environment
-    must keep saying what they are."""
+def test_fair_share_waits_by_the_load_unless_the_user_chose(monkeypatch):
+    """cpu.fair_share() gives OpenMP a short spin (GOMP_SPINCOUNT=cpu.SPINCOUNT) on an idle machine, and
+    passive waiting when other programs keep more than cpu.BUSY of its CPUs busy, so that waiting threads never
+    spin against them; a user's own choice wins: their GOMP_SPINCOUNT stays, and with their OMP_WAIT_POLICY no
+    spin count is added (libgomp would let it overrule the policy). Once torch is loaded it changes nothing:
+    OpenMP has read its settings, and the environment must keep saying what they are."""
     import cpu
     monkeypatch.delitem(sys.modules, "torch")  # as before the first import of torch; restored after the test
-    env = {}
-    assert cpu.fair_share(env)["GOMP_SPINCOUNT"] == cpu.SPINCOUNT and env == {"GOMP_SPINCOUNT": cpu.SPINCOUNT}
+    monkeypatch.setattr(cpu, "busy_at_start", cpu.busy_at_start)
+    monkeypatch.setattr(cpu, "others_busy", lambda: None)  # busy=None measures: here it finds no /proc/stat
+    for busy, want in ((0.0, {"GOMP_SPINCOUNT": cpu.SPINCOUNT}), (cpu.BUSY, {"GOMP_SPINCOUNT": cpu.SPINCOUNT}),
+                       (cpu.BUSY + 0.01, {"OMP_WAIT_POLICY": "PASSIVE"}), (None, {"GOMP_SPINCOUNT": cpu.SPINCOUNT})):
+        env = {}
+        assert cpu.fair_share(env, busy=busy) == {**dict.fromkeys(cpu.KEYS), **want} and env == want, busy
+        assert cpu.busy_at_start == busy
     env = {"GOMP_SPINCOUNT": "300000"}
-    assert cpu.fair_share(env)["GOMP_SPINCOUNT"] == "300000" and env == {"GOMP_SPINCOUNT": "300000"}
+    assert cpu.fair_share(env, busy=2.0)["GOMP_SPINCOUNT"] == "300000" and env == {"GOMP_SPINCOUNT": "300000"}
     env = {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert cpu.fair_share(env) == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": None}
+    assert cpu.fair_share(env, busy=0.0) == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": "ACTIVE",
+                                             "GOMP_SPINCOUNT": None}
     monkeypatch.setitem(sys.modules, "torch", torch)
     env = {}
-    assert cpu.fair_share(env)["GOMP_SPINCOUNT"] is None and env == {}
+    assert cpu.fair_share(env, busy=0.0)["GOMP_SPINCOUNT"] is None and env == {}
+
+
+def test_others_busy_reads_the_load_of_this_process_cpus(tmp_path, monkeypatch):
+    """cpu.others_busy() counts the CPUs other programs kept busy between two readings of /proc/stat, only
+    over the CPUs this process may use: here two fake readings, CPU 0 busy 30 of 40 ticks and CPU 1 idle
+    (10 of 40), make 2 * 40 / 80 = 1.0 CPU; a CPU outside the affinity (cpu7), idle columns (idle, iowait) and
+    the summary line do not count. No /proc/stat (not Linux): None."""
+    import cpu
+    readings = iter([
+        "cpu  100 0 100 900 0 0 0 0 0 0\ncpu0 10 0 10 100 0 0 0 0 0 0\ncpu1 10 0 10 100 0 0 0 0 0 0\n"
+        "cpu7 0 0 0 100 0 0 0 0 0 0\nintr 5\n",
+        "cpu  900 0 900 900 0 0 0 0 0 0\ncpu0 35 0 15 105 5 0 0 0 0 0\ncpu1 15 0 15 130 0 0 0 0 0 0\n"
+        "cpu7 40 0 0 100 0 0 0 0 0 0\nintr 9\n"])
+    stat = tmp_path / "stat"
+    monkeypatch.setattr(cpu.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(cpu.time, "sleep", lambda s: stat.write_text(next(readings)))
+    stat.write_text(next(readings))
+    assert cpu.others_busy(stat=stat) == 1.0
+    assert cpu.others_busy(stat=tmp_path / "missing") is None
 
 
 @pytest.mark.slow
 def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
-    """metrics.json says what a run chose: with no OpenMP setting in its environment, train.py sets the short
-    spin before torch loads and keeps torch's threads (one per CPU it may use); a user's OMP_WAIT_POLICY is
-    kept, with no spin count beside it, and --threads N overrides the thread count. The two runs are real
+    """metrics.json says what a run chose: with no OpenMP setting in its environment, train.py measures the
+    load, sets the short spin or passive waiting by it before torch loads, and keeps torch's threads (one per
+    CPU it may use); a user's OMP_WAIT_POLICY is kept, with no spin count beside it and no load measured, and
+    --threads N overrides the thread count. The two runs are real
     train.py processes, so the record is what OpenMP was started with."""
     import cpu
     clean = {k: v for k, v in os.environ.items() if k not in cpu.KEYS}
@@ -547,9 +573,14 @@ def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
         assert r.returncode == 0, out[-2000:] + err[-3000:]
     default, mine = (metrics(tmp_path / name)["provenance"] for name in ("default", "mine"))
     assert default["threads"] == len(os.sched_getaffinity(0))
-    assert default["openmp"] == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": cpu.SPINCOUNT}
+    busy = default["cpus_busy_at_start"]  # the other run was starting beside it: either choice may be right
+    assert 0 <= busy <= len(os.sched_getaffinity(0)) + 0.01, busy
+    assert default["openmp"] == ({"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": None}
+                                 if busy > cpu.BUSY else
+                                 {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": cpu.SPINCOUNT})
     assert mine["threads"] == 1
     assert mine["openmp"] == {"OMP_NUM_THREADS": None, "OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": None}
+    assert mine["cpus_busy_at_start"] is None  # the user chose: nothing measured
 
 
 @pytest.mark.parametrize("argv, message", [

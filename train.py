@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import cpu
-cpu.fair_share()  # before torch loads OpenMP: its threads spin briefly, then yield a busy core (cpu.py)
+cpu.fair_share()  # before torch loads OpenMP: its threads wait passively on a busy CPU, else spin briefly (cpu.py)
 
 import torch
 import torch.distributed as dist
@@ -552,6 +552,8 @@ def main():
     args = settings.parse_args(description=__doc__)
     try:
         run(args)
+        if dist.is_initialized():
+            dist.barrier()  # every rank done with its collectives before any tears down its connections
     except (data.DataError, checkpoint.WeightsError, checkpoint.SaveError) as e:
         # loader, data and save errors already name the file, line or key: show just that
         sys.exit(f"error: {e}")

@@ -12,8 +12,11 @@ those start, then every worker in turn (the order rotates from round to round) t
 the same batches, then the busy processes stop. So every cell of the table saw the same load, interleaved
 with the others; a cell gives the median over the rounds and [the lowest, the highest]. The busy processes
 stop by themselves after --busy-seconds, or as soon as this script is gone (their parent changes).
+The default's worker chooses by the load when it starts, as train.py does; so it is started afresh in each cell,
+after the busy processes, and the table says what it chose.
 
-    default     what train.py does: cpu.fair_share() (a short OpenMP spin, cpu.SPINCOUNT), torch's threads
+    default     what train.py does: cpu.fair_share() (passive waiting if other programs keep more than
+                cpu.BUSY CPUs busy at start, else a short OpenMP spin, cpu.SPINCOUNT), torch's threads
     torch       torch's own defaults: its threads, OpenMP's default waiting (spin ~300,000 turns)
     passive     OMP_WAIT_POLICY=PASSIVE: a waiting thread sleeps at once
     threads=N   torch.set_num_threads(N), OpenMP's default waiting
@@ -86,7 +89,8 @@ def worker(name, train_flags):
                data.batches(split.enc, split.y, j.batch_size, j.pad_id, shuffle=True, seed=args.seed, epoch=2)]
     for b in batches[:2]:  # warm-up
         train.train_step(j, b, adrop=True)
-    print(f"ready {torch.get_num_threads()}", flush=True)
+    chose = "passive" if os.environ.get("OMP_WAIT_POLICY", "").upper() == "PASSIVE" else "spin"
+    print(f"ready {torch.get_num_threads()} {chose}", flush=True)
     for line in sys.stdin:
         first, k = map(int, line.split())
         t = time.perf_counter()
@@ -108,25 +112,41 @@ def stop(procs):
         p.wait()
 
 
+def start_worker(name, train_flags):
+    env, _ = option_env(name)
+    return subprocess.Popen([sys.executable, __file__, "--worker", name, "--", *train_flags],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+
+def ready(name, w):
+    """Wait for a worker's 'ready THREADS CHOICE' line; returns (threads, choice)."""
+    line = w.stdout.readline().split()
+    if not line or line[0] != "ready":
+        sys.exit(f"error: the worker of option {name} failed to start (its error is above)")
+    return int(line[1]), line[2]
+
+
 def measure(args, train_flags):
-    """ms per step: {option: {busy count: [one figure per round]}}, and each worker's thread count."""
-    workers, threads = {}, {}
+    """ms per step: {option: {busy count: [one figure per round]}}, each worker's thread count, and what the
+    default chose in each cell: {busy count: [choice per round]}."""
+    fresh = [name for name in args.options if name == "default"]  # chooses by the load at its start
+    workers, threads, chose = {}, {}, {n: [] for n in args.busy}
     try:
         for name in args.options:
-            env, _ = option_env(name)
-            workers[name] = subprocess.Popen([sys.executable, __file__, "--worker", name, "--", *train_flags],
-                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            if name not in fresh:
+                workers[name] = start_worker(name, train_flags)
         for name, w in workers.items():
-            line = w.stdout.readline().split()
-            if not line or line[0] != "ready":
-                sys.exit(f"error: the worker of option {name} failed to start (its error is above)")
-            threads[name] = int(line[1])
+            threads[name] = ready(name, w)[0]
         ms = {name: {n: [] for n in args.busy} for name in args.options}
         for r in range(args.rounds):
             for n in args.busy:
                 procs = start_busy(n, args.busy_seconds)
                 try:
                     time.sleep(0.5 if n else 0)  # let them take the cores
+                    for name in fresh:  # a run started on the machine as it is now
+                        workers[name] = start_worker(name, train_flags)
+                        threads[name], choice = ready(name, workers[name])
+                        chose[n].append(choice)
                     names = args.options[(r + n) % len(args.options):] + args.options[:(r + n) % len(args.options)]
                     for name in names:
                         workers[name].stdin.write(f"{r * args.steps} {args.steps}\n")
@@ -134,8 +154,9 @@ def measure(args, train_flags):
                         ms[name][n].append(float(workers[name].stdout.readline()))
                 finally:
                     stop(procs)
+                    stop([workers.pop(name) for name in fresh if name in workers])
             print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-        return ms, threads
+        return ms, threads, chose
     finally:
         stop(workers.values())
 
@@ -188,14 +209,17 @@ def main(argv=None):
             (["--data-dir", args.data_dir] if args.data_dir else []) + \
             (["--max-len", args.max_len] if args.max_len else [])
     t0 = time.time()
-    ms, threads = measure(args, flags)
+    ms, threads, chose = measure(args, flags)
     wall = time.time() - t0
     print(f"ms per AD-DROP step (GA, p 0.6, q 0.8), {args.task} --limit {args.limit}, batch 16, "
           f"{len(os.sched_getaffinity(0))} CPUs; median [lowest-highest] of {args.rounds} rounds of {args.steps} "
           f"steps; {wall:.0f} s wall")
     print(table(ms, threads, args.busy))
+    if "default" in args.options:
+        print("the default chose: " + "; ".join(f"{n} busy: " + ", ".join(f"{c} {v.count(c)}x" for c in sorted(set(v)))
+                                              for n, v in chose.items()))
     if args.json:
-        Path(args.json).write_text(json.dumps({"ms": ms, "threads": threads, "wall_s": wall,
+        Path(args.json).write_text(json.dumps({"ms": ms, "threads": threads, "default_chose": chose, "wall_s": wall,
                                                "spincount": cpu.SPINCOUNT, "argv": sys.argv[1:]}, indent=1))
 
 

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import cpu
-cpu.fair_share()  # before torch loads OpenMP: a short spin, the fair share of a busy CPU (cpu.py)
+cpu.fair_share()  # before torch loads OpenMP: passive waiting on a busy CPU, else a short spin (cpu.py)
 
 import torch
 

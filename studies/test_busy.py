@@ -52,7 +52,8 @@ def test_a_busy_process_stops_by_itself():
 def test_the_script_times_every_option_under_every_load(tmp_path):
     """`python studies/busy.py` with one round of one step on a tiny model (test_cli.py's 8 RTE rows) exits 0
     and writes, for each option and each count of busy processes, one positive, finite ms per step; the
-    `threads=1` worker ran with one thread; none of its processes outlives it."""
+    `threads=1` worker ran with one thread; the default's worker, started afresh beside one busy process
+    (a whole CPU taken), chose to wait passively (cpu.fair_share); none of its processes outlives it."""
     test_cli.write_good(tmp_path)
     out = tmp_path / "busy.json"
     cmd = [sys.executable, "studies/busy.py", "--options", "default,torch,passive,threads=1,spin=0", "--busy", "0,1",
@@ -65,6 +66,8 @@ def test_the_script_times_every_option_under_every_load(tmp_path):
     assert all(len(v) == 1 and 0 < v[0] < math.inf for row in result["ms"].values() for v in row.values())
     assert all(set(row) == {"0", "1"} for row in result["ms"].values())
     assert result["threads"]["threads=1"] == 1
+    assert result["default_chose"]["1"] == ["passive"], result["default_chose"]
+    assert "the default chose: " in r.stdout
     assert "| default (" in r.stdout and "1 busy / 0 busy" in r.stdout
     leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
     assert leftover == [], leftover
