@@ -1,0 +1,229 @@
+"""
+The explorer's page, in gradio: the controls, and HTML drawings of what session.explore returns.
+
+gradio because it is made for exactly this: a page of sliders and outputs around a Python function, served by one
+call (`python -m explorer`) and shown inline in a notebook by the same object, with no web code of ours. The maps
+are drawn as HTML grids rather than plots: a p or q move redraws three T x T maps, and HTML of a few hundred
+coloured cells takes about a millisecond where a matplotlib figure takes a tenth of a second or more.
+"""
+
+import html
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # gradio reports usage by default; nothing leaves here
+
+import gradio as gr
+
+from explorer import session
+
+SENTENCE = "it 's a charming and often affecting journey . "  # SST-2's first dev sentence, the tutorial's
+METHODS = [("GA: gradient, Eq. 5", "ga"), ("IGA: integrated gradients, Eq. 3", "iga"),
+           ("AA: attention weights", "aa"), ("RD: random", "rd")]
+CSS = """
+.map { display: grid; gap: 1px; font: 11px monospace; align-items: end; }
+.map i { width: 13px; height: 13px; display: block; box-sizing: border-box; font-style: normal;
+         font-size: 11px; line-height: 12px; text-align: center; color: #111; }
+.map .k { writing-mode: vertical-rl; transform: rotate(180deg); max-height: 7em; overflow: hidden; }
+.map .q { text-align: right; padding-right: 3px; max-width: 8em; overflow: hidden; white-space: nowrap; }
+.map .here { font-weight: bold; color: #b2182b; }
+.map i.c { outline: 1px dotted #b2182b; outline-offset: -1px; }
+.map i.d::after { content: "\\00d7"; }
+.map i.r { border-top: 1px solid #333; border-bottom: 1px solid #333; }
+.maps { display: flex; flex-wrap: wrap; gap: 28px; }
+.maps h4 { margin: 0 0 4px 0; font-size: 13px; }
+.bars { display: grid; grid-template-columns: auto auto auto 1fr auto; gap: 0 8px; font: 12px monospace; }
+.bars .bar { height: 10px; align-self: center; }
+.bars .thr { grid-column: 1 / -1; border-top: 2px dashed #b2182b; color: #b2182b; font-size: 11px; }
+.figs td, .figs th { padding: 1px 10px; text-align: right; }
+"""
+
+# -----------------------------------------------------------------------------
+# drawing (HTML only: every number is session.explore's)
+
+def _colour(v, top, signed):
+    """A cell's colour: white to blue for A in [0, top]; blue (negative) to white to red (positive) for B."""
+    t = min(abs(v) / top, 1.0) if top > 0 else 0.0
+    r, g, b = (178, 24, 43) if (signed and v > 0) else (33, 102, 172)
+    return f"#{round(255 + (r - 255) * t):02x}{round(255 + (g - 255) * t):02x}{round(255 + (b - 255) * t):02x}"
+
+
+def heatmap(title, X, tokens, row, signed=False, cand=None, mask=None, binary=False):
+    """A T x T map as a grid of coloured cells, queries down, keys across; the chosen query row framed;
+    candidates dotted, dropped positions crossed (x). binary: the mask itself, dropped cells dark."""
+    T = len(tokens)
+    top = max(abs(v) for r in X for v in r) if not binary else 1
+    esc = [html.escape(t) for t in tokens]
+    cells = [f'<span></span>'] + [f'<span class="k">{t}</span>' for t in esc]
+    for i in range(T):
+        cells.append(f'<span class="q{" here" if i == row else ""}">{i} {esc[i]}</span>')
+        for j in range(T):
+            v = X[i][j]
+            cls = " ".join(c for c, on in (("c", cand and cand[i][j]), ("d", mask and mask[i][j] and not binary),
+                                           ("r", i == row)) if on)
+            bg = ("#3b3b3b" if v else "#ffffff") if binary else _colour(v, top, signed)
+            tip = ("dropped" if v else "kept") if binary else f"{v:+.3g}"
+            cells.append(f'<i class="{cls}" style="background:{bg}" title="{esc[i]} -> {esc[j]}: {tip}"></i>')
+    grid = f'<div class="map" style="grid-template-columns: auto repeat({T}, 13px)">{"".join(cells)}</div>'
+    return f"<div><h4>{title}</h4>{grid}</div>"
+
+
+def draw_maps(v):
+    L, h = v["layer"] + 1, v["head"] + 1
+    tokens, row, mask = v["tokens"], v["row"], v["mask"]
+    parts = [heatmap(f"A, layer {L} head {h} (Eq. 1), unmasked", v["A"], tokens, row)]
+    if v["B"] is not None:
+        what = {"ga": "dF/dA (Eq. 5)", "iga": "integrated gradients (Eq. 3)", "aa": "= A (AA)"}[v["method"]]
+        parts.append(heatmap(f"B, {what}: candidates dotted, dropped x", v["B"], tokens, row, signed=True,
+                             cand=v["cand"], mask=mask))
+    parts.append(heatmap(f"mask M of head {h}: dark = -inf (dropped)", v["mask"], tokens, row, binary=True))
+    return f'<div class="maps">{"".join(parts)}</div>'
+
+
+def draw_row(v):
+    """The chosen query's scores sorted ascending, the threshold at entry int(n(1 - p)), candidates and drops."""
+    tokens, row, mask = v["tokens"], v["row"], v["mask"][v["row"]]
+    head = f"<h4>query row {row} ({html.escape(tokens[row])}), head {v['head'] + 1}"
+    if v["B"] is None:
+        return (f"{head}</h4><p>RD draws no scores: each real key is dropped with probability p&middot;q = "
+                f"{v['p'] * v['q']:.2f}. Dropped here: {sum(mask)} of {v['n']} keys: "
+                f"{', '.join(html.escape(tokens[j]) for j in range(v['n']) if mask[j]) or 'none'}.</p>")
+    b, cand = v["B"][row], v["cand"][row]
+    top = max(abs(x) for x in b) or 1.0
+    sort = "-B ascending (low: the lowest B are the candidates)" if v["low"] else "B ascending"
+    lines = []
+    for rank, j in enumerate(v["order"]):
+        if rank == v["idx"]:
+            lines.append(f'<span class="thr">threshold: entry int(n(1-p)) = int({v["n"]}&middot;{1 - v["p"]:.2f}) = '
+                         f'{v["idx"]} of the sorted row, B = {b[j]:+.4g}; candidates at or '
+                         f'{"below" if v["low"] else "above"} it</span>')
+        colour = "#b2182b" if b[j] > 0 else "#2166ac"
+        status = "dropped &times;" if mask[j] else ("candidate, kept" if cand[j] else "")
+        lines.append(f"<span>{rank}</span><span>{j} {html.escape(tokens[j])}</span><span>{b[j]:+.4g}</span>"
+                     f'<span class="bar" style="width:{100 * abs(b[j]) / top:.0f}%;background:{colour}"></span>'
+                     f"<span>{status}</span>")
+    if v["idx"] >= v["n"]:
+        lines.append('<span class="thr">threshold: int(n(1-p)) = n, past the end: no candidates (p = 0)</span>')
+    return f'{head}, sorted by {sort}</h4><div class="bars">{"".join(lines)}</div>'
+
+
+def draw_prediction(v):
+    cls, c = v["classes"], v["pseudo"]
+    rows = "".join(f"<tr><td>{html.escape(str(name))}{' (c~)' if k == c else ''}</td><td>{v['probs'][k]:.3f}</td>"
+                   f"<td>{v['logits'][k]:+.3f}</td><td>{v['probs_after'][k]:.3f}</td><td>{v['logits_after'][k]:+.3f}</td></tr>"
+                   for k, name in enumerate(cls))
+    return (f'<p>prediction: <b id="pred">{html.escape(str(cls[c]))}</b> (the pseudo label c~, Eq. 4); after the '
+            f'masked forward: <b id="pred-after">{html.escape(str(cls[v["pred_after"]]))}</b></p>'
+            f'<table class="figs"><tr><th>class</th><th>P</th><th>logit</th><th>P, masked</th><th>logit, masked</th></tr>'
+            f"{rows}</table><p>pseudo-label logit F_c~: {v['logits'][c]:+.4f} &rarr; "
+            f"<b id=\"logit-after\">{v['logits_after'][c]:+.4f}</b> masked; loss (cross-entropy with c~): "
+            f"{v['loss']:.4f} &rarr; <b id=\"loss-after\">{v['loss_after']:.4f}</b> masked</p>")
+
+
+def draw_counts(v):
+    n, H = v["n"], len(v["dropped_per_head"])
+    per_head = " ".join(f"{k + 1}:{d}" for k, d in enumerate(v["dropped_per_head"]))
+    if v["B"] is None:
+        return (f'<p>n = <b id="n">{n}</b> real tokens. RD: dropped in this head <b id="dropped-head">{v["dropped_head"]}'
+                f'</b> of {n * n} (expected p&middot;q&middot;n&sup2; = {v["expected_head"]:.1f}); in layer {v["layer"] + 1} '
+                f'<b id="dropped-layer">{v["dropped_layer"]}</b> of {H * n * n} (expected {v["expected_layer"]:.1f}). '
+                f"Per head: {per_head}</p>")
+    guard = (f" The guard kept {v['guarded_rows']} row(s) of this head whole at q = 1: every key was a candidate."
+             if v["guarded_rows"] else "")
+    return (f'<table class="figs"><tr><th></th><th>row {v["row"]}</th><th>head {v["head"] + 1}</th>'
+            f'<th>layer {v["layer"] + 1} (all {H} heads)</th></tr>'
+            f'<tr><td>positions (n = <b id="n">{n}</b> real tokens)</td><td>{n}</td><td>{n * n}</td><td>{H * n * n}</td></tr>'
+            f'<tr><td>candidates (Eq. 6)</td><td>{v["cand_row"]}</td><td>{v["cand_head"]}</td>'
+            f'<td id="cand-layer">{v["cand_layer"]}</td></tr>'
+            f'<tr><td>dropped (Eq. 7)</td><td id="dropped-row">{v["dropped_row"]}</td>'
+            f'<td><b id="dropped-head">{v["dropped_head"]}</b></td><td><b id="dropped-layer">{v["dropped_layer"]}</b></td></tr>'
+            f'<tr><td>expected q &times; candidates</td><td>{v["expected_row"]:.1f}</td><td>{v["expected_head"]:.1f}</td>'
+            f'<td>{v["expected_layer"]:.1f}</td></tr></table><p>Dropped per head: {per_head}.{guard}</p>')
+
+# -----------------------------------------------------------------------------
+# the page
+
+_models = {}  # folder as typed -> session.Loaded, the last few
+
+
+def get_model(folder):
+    folder = (folder or "").strip()
+    if folder not in _models:
+        m = session.load(folder)  # raises session.Problem
+        while len(_models) >= 3:
+            _models.pop(next(iter(_models)))
+        _models[folder] = m
+    return _models[folder]
+
+
+def update(text_a, text_b, folder, method, strategy, layer, head, row, p, q, seed):
+    """The handler of every control: yields the page's outputs (a status line first when IGA has work to do).
+    Nothing raises out of it: a Problem becomes the message, anything else a one-line error, never a traceback."""
+    nothing = [gr.update()] * 6
+    try:
+        m = get_model(folder)
+        L, H = m.net.cfg.num_hidden_layers, m.net.cfg.num_attention_heads
+        layer, head = min(int(layer or 1), L) - 1, min(int(head or 1), H) - 1
+        if method == "iga" and session.needs_work(m, text_a, text_b, method, layer):
+            yield [f"Computing integrated gradients for layer {layer + 1} ({session.IG_STEPS} scaled passes, one "
+                   "batch)... a second or so on a laptop CPU.", *nothing, gr.update()]
+        v = session.explore(m, text_a, text_b, method, strategy == "low", layer, head, int(row or 0), float(p),
+                            float(q), int(seed or 0))
+    except session.Problem as e:
+        yield [f"**{e}**", "", "", "", "", gr.update(), gr.update(), gr.update()]
+        return
+    except Exception as e:  # a bug of ours or a file we did not foresee: said in a line, the page keeps serving
+        yield [f"**Unexpected error** ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+               "", "", "", "", gr.update(), gr.update(), gr.update()]
+        return
+    notes = " ".join(x for x in (m.note, v["note"]) if x)
+    rows = [(f"{i}: {t}", i) for i, t in enumerate(v["tokens"])]
+    yield [notes or f"Model: `{m.name}`.", draw_prediction(v), draw_counts(v), draw_maps(v), draw_row(v),
+           gr.update(choices=rows, value=v["row"]), gr.update(maximum=L), gr.update(maximum=H)]
+
+
+def build(folder=""):
+    """The explorer as a gradio Blocks, not launched: __main__ serves it, tutorial.ipynb shows it inline.
+    folder: the model folder shown at the start ("" the tutorial's, or the fallback)."""
+    with gr.Blocks(title="AD-DROP explorer") as demo:
+        gr.Markdown("## AD-DROP explorer\nType a sentence, then move p and q: the candidates (Eq. 6) and the "
+                    "dropped positions (Eq. 7) follow, and the prediction after the masked forward.")
+        with gr.Row():
+            text_a = gr.Textbox(SENTENCE, label="sentence (Enter to run)", lines=1, elem_id="text-a", scale=3)
+            text_b = gr.Textbox("", label="second sentence (pair tasks)", lines=1, elem_id="text-b", scale=2)
+            model = gr.Textbox(folder, label="model folder (empty: the tutorial's)", lines=1, elem_id="model",
+                               placeholder=session.TUTORIAL_MODEL, scale=2)
+        with gr.Row():
+            p = gr.Slider(0, 1, 0.6, step=0.05, label="p (candidate fraction)", elem_id="p")
+            q = gr.Slider(0, 1, 0.8, step=0.05, label="q (drop probability)", elem_id="q")
+            seed = gr.Number(0, label="coin-flip seed", precision=0, elem_id="seed", minimum=0)
+        with gr.Row():
+            method = gr.Radio(METHODS, value="ga", label="attribution", elem_id="method")
+            strategy = gr.Radio(["high", "low"], value="high", label="drop the", elem_id="strategy")
+        with gr.Row():
+            layer = gr.Slider(1, 6, 1, step=1, label="layer", elem_id="layer")
+            head = gr.Slider(1, 12, 6, step=1, label="head", elem_id="head")
+            row = gr.Dropdown([("0: [CLS]", 0)], value=0, label="query row", elem_id="row")
+        message = gr.Markdown(elem_id="message")
+        with gr.Row():
+            prediction = gr.HTML(elem_id="prediction")
+            counts = gr.HTML(elem_id="counts")
+        maps = gr.HTML(elem_id="maps")
+        sorted_row = gr.HTML(elem_id="sorted-row")
+        inputs = [text_a, text_b, model, method, strategy, layer, head, row, p, q, seed]
+        outputs = [message, prediction, counts, maps, sorted_row, row, layer, head]
+        run = dict(fn=update, inputs=inputs, outputs=outputs, concurrency_id="explore", concurrency_limit=1,
+                   show_progress="hidden")
+        for box in (text_a, text_b, model):
+            box.submit(**run)
+        for control in (method, strategy, row, seed):
+            control.input(**run)
+        for slider in (p, q, layer, head):
+            slider.release(**run)
+        demo.load(**run)
+    return demo
+
+
+def launch(demo, **kwargs):
+    """demo.launch with the explorer's look: system fonts (gradio's default theme fetches web fonts), its CSS."""
+    theme = gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["monospace"])
+    return demo.launch(theme=theme, css=CSS, **kwargs)
