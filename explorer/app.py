@@ -121,12 +121,15 @@ def draw_prediction(v):
 
 def draw_counts(v):
     n, H = v["n"], len(v["dropped_per_head"])
+    stamp = (f'<p id="stamp" style="color:#666">for p = {v["p"]:.2f}, q = {v["q"]:.2f}, seed {v["seed"]}, '
+             f'{v["method"].upper()}, {"low" if v["low"] else "high"}, layer {v["layer"] + 1}, head {v["head"] + 1}, '
+             f'row {v["row"]}</p>')
     per_head = " ".join(f"{k + 1}:{d}" for k, d in enumerate(v["dropped_per_head"]))
     if v["B"] is None:
         return (f'<p>n = <b id="n">{n}</b> real tokens. RD: dropped in this head <b id="dropped-head">{v["dropped_head"]}'
                 f'</b> of {n * n} (expected p&middot;q&middot;n&sup2; = {v["expected_head"]:.1f}); in layer {v["layer"] + 1} '
                 f'<b id="dropped-layer">{v["dropped_layer"]}</b> of {H * n * n} (expected {v["expected_layer"]:.1f}). '
-                f"Per head: {per_head}</p>")
+                f"Per head: {per_head}</p>{stamp}")
     guard = (f" The guard kept {v['guarded_rows']} row(s) of this head whole at q = 1: every key was a candidate."
              if v["guarded_rows"] else "")
     return (f'<table class="figs"><tr><th></th><th>row {v["row"]}</th><th>head {v["head"] + 1}</th>'
@@ -137,7 +140,7 @@ def draw_counts(v):
             f'<tr><td>dropped (Eq. 7)</td><td id="dropped-row">{v["dropped_row"]}</td>'
             f'<td><b id="dropped-head">{v["dropped_head"]}</b></td><td><b id="dropped-layer">{v["dropped_layer"]}</b></td></tr>'
             f'<tr><td>expected q &times; candidates</td><td>{v["expected_row"]:.1f}</td><td>{v["expected_head"]:.1f}</td>'
-            f'<td>{v["expected_layer"]:.1f}</td></tr></table><p>Dropped per head: {per_head}.{guard}</p>')
+            f'<td>{v["expected_layer"]:.1f}</td></tr></table><p>Dropped per head: {per_head}.{guard}</p>{stamp}')
 
 # -----------------------------------------------------------------------------
 # the page
@@ -217,8 +220,8 @@ def build(folder=""):
             box.submit(**run)
         for control in (method, strategy, row, seed):
             control.input(**run)
-        for slider in (p, q, layer, head):
-            slider.release(**run)
+        for slider in (p, q, layer, head):  # while dragging too: the last position waits, the others are skipped
+            slider.change(**run, trigger_mode="always_last")
         demo.load(**run)
     return demo
 
