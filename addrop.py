@@ -29,10 +29,13 @@ at each AD-DROP step; then the attribution (steps 1-2), the mask (step 3), cross
 of token tasks.
 """
 
+import functools
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 
-from model import bernoulli  # Eq. 7's coin flips, drawn as the model's ordinary dropout draws its own
+from model import bernoulli, sync_free  # Eq. 7's coin flips, drawn as the model's ordinary dropout draws its own
 
 ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
 FIRST_PASSES = ("eval", "train")  # the first pass in eval mode (ours), or in train mode (the authors' code)
@@ -42,24 +45,35 @@ IGNORE = -100  # a token label that no loss, metric or attribution reads (cross_
 # steps 1-3 for one batch: the entry point
 
 def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False,
-                 first_pass="eval"):
+                 first_pass="eval", compile=None):
     """Steps 1-3 for one batch: a list of L masks M_l (B, H, T, T) bool, True where M_l = -inf,
     for the second forward, None where a layer is not in `layers` (indices, 0 the lowest).
     p: the candidate fraction, q: the drop probability of a candidate (Eq. 6-7); method: the
     attribution, "ga", "iga", "aa" or "rd" (ATTRIBUTIONS); gold: attribute the gold labels
     instead of the pseudo labels (Table 2's ablation); regression: a one-output head (STS-B);
     m: integrated gradients' steps; low: drop the lowest scores instead (Section 2.2);
-    first_pass: see attribute."""
+    first_pass: see attribute; compile: None, or a torch.compile backend that builds each mask as
+    one compiled graph (whole_graph; train.py --compile)."""
     masks = [None] * model.cfg.num_hidden_layers
     if method == "rd":
+        rd = whole_graph(random_mask, compile) if compile else random_mask
         for l in layers:
-            masks[l] = random_mask(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
+            masks[l] = rd(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
         return masks
     labels = batch["labels"] if gold else None
     scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)
+    mask = whole_graph(drop_mask, compile) if compile else drop_mask
     for l in layers:
-        masks[l] = drop_mask(scores[l], batch["attention_mask"], p, q, low=low)
+        masks[l] = mask(scores[l], batch["attention_mask"], p, q, low=low)
     return masks
+
+
+@functools.cache
+def whole_graph(fn, backend):
+    """fn through torch.compile as ONE graph (fullgraph=True fails on anything it cannot capture): the masks
+    and their count, which under compile read no number back to the CPU (model.sync_free). On a GPU their
+    dozens of small kernels become a few fused ones."""
+    return torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
 
 # -----------------------------------------------------------------------------
 # steps 1-2: attribution
@@ -99,10 +113,16 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
                                          depth=max(layers) + 1, first_only=True, dropped_A=theirs)
             return {l: attns[l] for l in layers}
         if method == "ga":
-            with torch.enable_grad():
-                logits, labels, attns = _unmasked_pass(model, batch, labels, dropped_A=theirs)
+            # dF/dA_l taken as dF/dZ_l, Z_l zeros added to A_l (Layer.forward's probe): the same numbers, and
+            # an input of the model, which a compiled model can be differentiated with respect to
+            B, T = batch["input_ids"].size()
+            zero = torch.zeros((), dtype=next(model.parameters()).dtype, device=batch["input_ids"].device)
+            probes = [zero.expand(B, model.cfg.num_attention_heads, T, T).requires_grad_() if l in layers else None
+                      for l in range(model.cfg.num_hidden_layers)]  # one stored zero each, (B, H, T, T) in shape
+            with torch.enable_grad(), _frozen(model):
+                logits, labels, _ = _unmasked_pass(model, batch, labels, dropped_A=theirs, probes=probes)
                 # ONE backward for all selected layers (the authors run one per layer)
-                grads = torch.autograd.grad(objective(logits, labels, regression), [attns[l] for l in layers])
+                grads = torch.autograd.grad(objective(logits, labels, regression), [probes[l] for l in layers])
             return dict(zip(layers, grads))
         if method == "iga":
             return _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget)
@@ -111,12 +131,27 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
         model.train(was_training)  # the authors' code leaves eval mode on after IG: not here
 
 
-def _unmasked_pass(model, batch, labels, dropped_A=False):
+@contextmanager
+def _frozen(model):
+    """The attribution pass's parameters set to need no gradient, and set back after: then a compiled
+    model's backward computes gradients for the attention maps only, as eager autograd.grad does."""
+    params = [w for w in model.parameters() if w.requires_grad]
+    for w in params:
+        w.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for w in params:
+            w.requires_grad_(True)
+
+
+def _unmasked_pass(model, batch, labels, dropped_A=False, probes=None):
     """Step 1: the first, unmasked forward of `batch` (see attribute). Returns the logits, the
     labels to attribute and the attention maps [A_l (B, H, T, T)] * L. The labels are `labels`
-    as given or, when None, the pseudo labels c~ (Eq. 4, pseudo_labels). dropped_A goes to the
-    model: True hands out each A_l after attention dropout (the authors' first pass)."""
-    logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], dropped_A=dropped_A)
+    as given or, when None, the pseudo labels c~ (Eq. 4, pseudo_labels). dropped_A and probes go
+    to the model: True hands out each A_l after attention dropout (the authors' first pass)."""
+    logits, attns = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], dropped_A=dropped_A,
+                          probes=probes)
     if labels is None:
         labels = pseudo_labels(logits, batch)  # Eq. 4
     return logits, labels, attns
@@ -181,24 +216,36 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     n = attention_mask.sum(-1)  # (B,) real lengths
     if low:
         scores = -scores
-    idx = n * round((1 - p) * 10**6) // 10**6  # int(n (1 - p)) in exact integers, (B,)
+    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
+    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped, no coin flips are drawn
+        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
+    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
+    if sync_free(scores.device):
+        # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read
+        b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T)
+        thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
+        thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
+    else:
+        thr = _select_threshold(scores, real, n, idx)  # the same b^[idx], by selection: 2.5x faster on a CPU
+    drop = scores >= thr  # Eq. 6: s = 0 here, the candidates
+    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: dropped where s = 0 and u = 0
+    return _real_rows(drop, attention_mask)
+
+
+def _select_threshold(scores, real, n, idx):
+    """drop_mask's b^[idx] (B, H, T, 1) on an eager CPU, where one selection (kthvalue) for all rows is
+    2.5x faster than sorting each (it reads one number back, k: see model.sync_free). The order
+    statistic must be the same k-th largest in every row, but each example wants its own count-th
+    largest real score. So padding sorts below every real key, except the first k - count padding keys
+    of each example, which sort above: then the k-th largest of a row is its count-th largest real
+    score. (There are always enough padding keys, since count grows by at most one per real key.)"""
+    B, _, _, T = scores.size()
     count = n - idx  # positions at or above b^[idx] when there are no ties: b^[idx] is the count-th largest
     k = int(count.max())
-    if k == 0 or q == 0:
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    # Why it is fast: b^[idx] with one selection (kthvalue) for all rows, not a sort of each. The
-    # order statistic must be the same k-th largest in every row, but each example wants its
-    # own count-th largest real score. So padding sorts below every real key, except the
-    # first k - count padding keys of each example, which sort above: then the k-th largest
-    # of a row is its count-th largest real score. (There are always enough padding keys,
-    # since count grows by at most one per real key.)
     lift = ~real & ((~real).cumsum(-1) <= (k - count).view(B, 1, 1, 1))  # (B, 1, 1, T)
     bias = torch.zeros(B, 1, 1, T, dtype=scores.dtype, device=scores.device)
     bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
-    thr = (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # b^[idx], (B, H, T, 1)
-    drop = scores >= thr  # Eq. 6: s = 0 here, the candidates (none where count = 0: thr is +inf)
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: dropped where s = 0 and u = 0
-    return _real_rows(drop, attention_mask)
+    return (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # +inf where count = 0
 
 
 def _real_rows(drop, attention_mask):

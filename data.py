@@ -514,8 +514,9 @@ def words_cut(examples, labels):
     return sum(cut), sum(c > 0 for c in cut)
 
 
-def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0, group_by_length=False):
-    """Dicts of (B, T) long tensors padded to the batch's longest example; labels unless labels is None: (B,) for a
+def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0, group_by_length=False, pad_to=None):
+    """Dicts of (B, T) long tensors padded to the batch's longest example (to pad_to tokens when given: one static
+    shape, for a compiled model); labels unless labels is None: (B,) for a
     sentence task, (B, T) padded with IGNORE for a token task (a list per example, from encode); and index (B,),
     the positions in `encoded` of the batch's examples, to put predictions back in order.
     The last, smaller batch is kept, so an epoch serves every example exactly once.
@@ -545,7 +546,7 @@ def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0,
         order = sorted(range(n), key=lambda i: -lengths[i])  # sorted is stable
         groups = [order[s:s + batch_size] for s in range(0, n, batch_size)]
     for idx in groups:
-        B, T = len(idx), max(lengths[i] for i in idx)
+        B, T = len(idx), pad_to or max(lengths[i] for i in idx)
         input_ids = torch.full((B, T), pad_id, dtype=torch.long)
         token_type_ids = torch.zeros((B, T), dtype=torch.long)
         attention_mask = torch.zeros((B, T), dtype=torch.long)  # 1 for real tokens, 0 for padding

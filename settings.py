@@ -51,7 +51,7 @@ SETTINGS["conll2003"] = {"bert": NER, "roberta": NER, "electra": {**NER, "epochs
 FIRST_LAYER_TASKS = ("sst2", "mnli", "qnli", "qqp", "stsb")
 # flags that may differ between a run and its --resume without changing what is trained
 RESUME_FREE = ("out", "resume", "log_interval", "threads", "data_dir", "device", "epochs", "no_checkpoint", "predict",
-               "save_every", "no_epoch_state")
+               "save_every", "no_epoch_state", "compile")
 
 
 
@@ -81,6 +81,11 @@ def parse_args(argv=None, description=None):
                     help="also save the training state inside an epoch: every N steps, or every N minutes (10m); "
                          "a SIGKILL then loses at most that much (SIGTERM and SIGUSR1 always save first)")
     ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
+    ap.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
+                    help="run the model through torch.compile (on CUDA with CUDA graphs, mode reduce-overhead), and "
+                         "the masks as whole graphs; every batch is padded to --max-len, one static shape. The first "
+                         "steps compile (about a minute): short runs lose. BACKEND: torch.compile's (default "
+                         "inductor; aot_eager checks the graphs without a C compiler)")
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many training steps (smoke runs)")
     ap.add_argument("--limit", type=int, default=None, help="train on a random sample of N training examples, "
                     "stratified by class and fixed by --seed (every method under one seed sees the same sample)")
@@ -180,6 +185,10 @@ def check_args(args, bad):
         bad(f"--labels {args.labels!r}: choose pseudo or gold")
     if args.dtype not in ("fp32", "bf16"):
         bad(f"--dtype {args.dtype!r}: choose fp32 or bf16")
+    if args.compile is not None:
+        import torch._dynamo  # here, not above: loading it takes a second that other runs need not wait
+        if args.compile not in torch._dynamo.list_backends(exclude_tags=()):
+            bad(f"--compile {args.compile!r}: not a torch.compile backend; use inductor (the default) or aot_eager")
     if args.ig_steps < 1:
         bad(f"--ig-steps {args.ig_steps}: must be at least 1")
     for flag in ("epochs", "batch_size", "max_len", "max_steps", "limit", "dev_limit", "shots", "log_interval", "threads"):

@@ -33,13 +33,13 @@ WRONG = [
     (1, "attention dropout without its 1/(1-p)", "y = y / (1 - self.p_attn)", "y = y"),
     (1, "first_only ignored: every row drawn", "if first_only:", "if False:"),
     (2, "the labels given ignored", "if labels is None:", "if True:"),
-    (2, "dropped_A not passed on", ', dropped_A=dropped_A)', ')'),
+    (2, "dropped_A not passed on", ', dropped_A=dropped_A,', ','),
     (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
     (3, "regression without the 1/2", "-0.5 * ((", "-(("),
     (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
     (4, "AA runs every layer", "depth=max(layers) + 1", "depth=None"),
-    (4, "gradients not turned on", "with torch.enable_grad():", "if True:"),
-    (5, "a float for the integer index", "n * round((1 - p) * 10**6) // 10**6", "(n.double() * (1 - p)).long()"),
+    (4, "gradients not turned on", "with torch.enable_grad(), _frozen(model):", "with _frozen(model):"),
+    (5, "a float for the integer index", "n * keep // 10**6", "(n.double() * (1 - p)).long()"),
     (5, "above the threshold, not at or above", "drop = scores >= thr", "drop = scores > thr"),
     (5, "q as the probability to keep", "bernoulli((B, H, T, T), q,", "bernoulli((B, H, T, T), 1 - q,"),
     (6, "no guard", "drop.view(torch.uint8).mul_(1 - lost)", "drop"),
@@ -105,7 +105,7 @@ def runs(tmp_path_factory):
     for e in make.EXERCISES:
         run(("written", e.number), e, written(e.number), "-q")
         run(("blank", e.number), e, blank[e.file], "-x", "-q")
-    run(("stale",), e6, written(6).replace("from model import bernoulli", ""))  # a line of make.py's deleted
+    run(("stale",), e6, written(6).replace("from model import bernoulli, sync_free", ""))  # a line of make.py's deleted
     run(("pairing",), e6, blank["addrop.py"], test="test_model.py")  # exercise 6 given the lessons of exercise 1
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["torch", "torch._dynamo", "pytest"])  # _dynamo: checkpoint.py's meta-device op

@@ -108,6 +108,10 @@ class Job:
         return self.args.p > 0 and self.args.q > 0
 
     @property
+    def pad_to(self):  # --compile: every batch padded to --max-len, one static shape
+        return self.max_len if self.args.compile else None
+
+    @property
     def group_by_length(self):  # on for token tasks unless the flag says otherwise
         return self.token_level if self.args.group_by_length is None else self.args.group_by_length
 
@@ -157,7 +161,7 @@ def train_epoch(j, epoch):
     done, losses, dropped, seconds = j.partial or (0, [], torch.zeros((), device=j.device), 0.0)
     j.partial, t0 = None, time.time() - seconds
     batches = data.batches(train.enc, train.y, j.batch_size, j.pad_id, shuffle=True, seed=args.seed, epoch=epoch,
-                           group_by_length=j.group_by_length)
+                           group_by_length=j.group_by_length, pad_to=j.pad_to)
     for b in itertools.islice(batches, done, None):  # the order is fixed by seed and epoch: skip what is done
         if j.step >= j.total_steps:
             break
@@ -192,6 +196,8 @@ def train_step(j, b, adrop):
     n = units(b["labels"])  # of the global batch; under torchrun each rank takes its share
     b, weight = my_share(j, b) if j.world > 1 else (b, 1.0)
     b = to_device(b, j.device)
+    if args.compile:
+        torch.compiler.cudagraph_mark_step_begin()  # a new step: CUDA graphs may reuse the last one's memory
     for g in j.opt.param_groups:
         g["lr"] = j.lr * min(1.0, (j.step + 1) / j.warmup_steps) if j.warmup_steps else j.lr
     masks, dropped = None, torch.zeros((), device=j.device)
@@ -207,8 +213,9 @@ def train_step(j, b, adrop):
         with j.autocast():
             masks = addrop.addrop_masks(j.net, b, j.layers, args.p, args.q, args.attribution,
                                         gold=args.labels == "gold", regression=j.regression, m=args.ig_steps,
-                                        low=args.drop_low, first_pass=args.first_pass)
-        dropped = addrop.dropped_fraction(masks, b["attention_mask"])
+                                        low=args.drop_low, first_pass=args.first_pass, compile=args.compile)
+        count = addrop.whole_graph(addrop.dropped_fraction, args.compile) if args.compile else addrop.dropped_fraction
+        dropped = count(masks, b["attention_mask"])
     ids, pad, types = b["input_ids"], b["attention_mask"], b["token_type_ids"]
     if args.rdrop:  # R-Drop: the batch twice in one forward, each copy with its own dropout
         ids, pad, types = torch.cat([ids, ids]), torch.cat([pad, pad]), torch.cat([types, types])
@@ -259,19 +266,23 @@ def rdrop_loss_sum(logits, y, regression, alpha):
 
 
 def my_share(j, b):
-    """This rank's rows of the global batch b, padding trimmed to their longest. A rank left
+    """This rank's rows of the global batch b, padding trimmed to their longest (not under --compile: one
+    static shape). A rank left
     without rows (a last batch smaller than the world) takes row 0 with weight 0."""
     B = len(b["labels"])
     lo, hi = B * j.rank // j.world, B * (j.rank + 1) // j.world
     weight = 1.0
     if lo == hi:
         lo, hi, weight = 0, 1, 0.0
-    T = int(b["attention_mask"][lo:hi].sum(1).max())
+    T = j.pad_to or int(b["attention_mask"][lo:hi].sum(1).max())
     return {k: v[lo:hi, :T] if v.dim() == 2 else v[lo:hi] for k, v in b.items()}, weight
 
 
 def to_device(b, device):
-    return {k: v.to(device, non_blocking=True) for k, v in b.items() if k != "index"}
+    """The batch on the device. To a GPU from pinned memory: a copy from ordinary memory would wait for the GPU."""
+    if device.type == "cuda":
+        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in b.items() if k != "index"}
+    return {k: v.to(device) for k, v in b.items() if k != "index"}
 
 
 # -----------------------------------------------------------------------------
@@ -286,7 +297,8 @@ def evaluate(j, split):
     j.net.eval()
     total, count, preds = 0.0, 0, [None] * len(split.y)
     labelled = bool(split.y) and split.y[0] is not None  # GLUE's test sets are not
-    for b in data.batches(split.enc, split.y if labelled else None, j.batch_size, j.pad_id, group_by_length=True):
+    for b in data.batches(split.enc, split.y if labelled else None, j.batch_size, j.pad_id, group_by_length=True,
+                          pad_to=j.pad_to):
         index = b["index"].tolist()
         b = to_device(b, j.device)
         with j.autocast():
@@ -448,6 +460,8 @@ def setup(args):
                      "train.py's command line (python train.py ... --impl FILE), before anything imports the real one")
     weights = checkpoint.resolve_weights(args.weights)
     net = checkpoint.from_pretrained(weights, data.num_labels(args.task), token_level=task.token_level).to(device)
+    if args.compile:
+        compile_model(net, args.compile, device)
     if rank > 0:  # same init on every rank (above); from here each rank draws its own dropout and masks
         torch.manual_seed(args.seed + 7919 * rank)
     row = settings.settings_row(args.task, args.weights, net.cfg.model_type)
@@ -525,6 +539,16 @@ def load_data(args, task, weights, cfg, max_len, say=print):
                 say(f"{name}: --max-len {max_len} cuts {words} words in {sentences} sentences; "
                     f"they are scored as predicted O")
     return splits, test_index, data.pad_token_id(tok)
+
+
+def compile_model(net, backend, device):
+    """--compile: the model's forward through torch.compile, in place (the state_dict keeps its keys), with
+    CUDA graphs on a GPU (inductor's mode reduce-overhead): a step's kernels replayed at once, not launched one
+    by one from Python. Each kind of pass compiles once per batch shape: a training step with masks and
+    without, the attribution pass, the evaluation, each at the full batch and the last, smaller one."""
+    mode = "reduce-overhead" if backend == "inductor" and device.type == "cuda" else None
+    torch._dynamo.config.cache_size_limit = 32  # those passes (8 by default, and --rdrop doubles a batch)
+    net.compile(backend=backend, mode=mode)
 
 
 def adamw(net, lr, weight_decay):

@@ -59,6 +59,14 @@ class Config:
 # -----------------------------------------------------------------------------
 # dropout, and the coin flips it draws (shared with AD-DROP's Eq. 7 in addrop.py)
 
+def sync_free(device):
+    """Whether code on `device` must be tensor operations only: no .item(), no int(tensor), no
+    data-dependent shape. True on a GPU, where each of those stops the CPU until the GPU catches up
+    (and a CUDA graph cannot hold them), and under torch.compile, which cannot trace them whole.
+    An eager CPU may use the faster draws and selections that read numbers back (False)."""
+    return torch.device(device or "cpu").type != "cpu" or torch.compiler.is_compiling()
+
+
 def dropout(x, p, training, rescale=True):
     """Ordinary dropout: each entry of x set to zero with probability p, independently, and the
     rest multiplied by 1 / (1 - p); with rescale=False the caller applies that factor itself,
@@ -70,11 +78,12 @@ def dropout(x, p, training, rescale=True):
     below: a tenth of the numbers at p = 0.1) and written by index into a copy of x: on MiniLM's
     (B, H, T, T) the draw is 3x faster, forward and backward together 2x. A GPU draws a number
     per entry at memory speed, and the gap sampler's rounds would wait on it: there F.dropout's
-    own kernel is used. This is the one place that chooses."""
+    own kernel is used, and so it is under torch.compile (see sync_free). This is the one place that chooses."""
     if not training or p == 0:
         return x
-    if x.device.type != "cpu":
-        return F.dropout(x, p) if rescale else x * torch.empty_like(x).bernoulli_(1 - p)
+    if sync_free(x.device):
+        # rand_like, not empty_like(x).bernoulli_(): inductor (torch 2.13, CPU) made the latter NaN inside Layer
+        return F.dropout(x, p) if rescale else x * (torch.rand_like(x) >= p)
     dropped = x.flatten().index_fill(0, bernoulli_indices(x.numel(), p, device=x.device), 0).view_as(x)
     return dropped / (1 - p) if rescale else dropped
 
@@ -102,8 +111,11 @@ def bernoulli_indices(n, prob, generator=None, device=None):
 
 
 def bernoulli(shape, prob, generator=None, device=None):
-    """A bool tensor of independent Bernoulli(prob) draws: the distribution of
-    torch.rand(shape) < prob, drawn in a fraction of the time when prob is small."""
+    """A bool tensor of independent Bernoulli(prob) draws: torch.rand(shape) < prob, as written where the
+    step must not wait (sync_free); on an eager CPU the same distribution drawn by its gaps, in a
+    fraction of the time when prob is small."""
+    if sync_free(device):
+        return torch.rand(shape, generator=generator, device=device) < prob
     n = math.prod(shape)
     out = torch.zeros(n, dtype=torch.bool, device=device)
     return out.index_fill_(0, bernoulli_indices(n, prob, generator, device), True).view(shape)
@@ -127,7 +139,7 @@ class Layer(nn.Module):
         self.p_attn = cfg.attention_probs_dropout_prob
         self.p = cfg.hidden_dropout_prob
 
-    def forward(self, x, pad, M=None, scale=None, first_only=False, dropped_A=False):
+    def forward(self, x, pad, M=None, scale=None, first_only=False, dropped_A=False, probe=None):
         """Eq. 1, A = softmax(q k^T / sqrt(D) + padding mask + M_l), then A v, the output
         projection and the feed-forward block, each added to its input and normalised.
 
@@ -141,6 +153,9 @@ class Layer(nn.Module):
         is handed out as Eq. 1 defines it. dropped_A=True hands out the dropped A instead, zeros
         and rescaled entries, the tensor the authors' first pass differentiates (see
         addrop.attribute); in eval mode the two are the same.
+        probe (B, H, T, T) or None: zeros added to A as handed out, so that dF/dprobe = dF/dA. The
+        attribution differentiates with respect to it, an input: a compiled model's outputs cannot be
+        differentiated with respect to one another, its inputs can (addrop.attribute).
         Returns the new x, (B, T, C) or (B, 1, C), and A, (B, H, T, T)."""
         # Exercise 1: A is multiplied by `scale` when one is given (integrated gradients, Eq. 3), and that A is
         #   used and handed out. Attention dropout: dropout() above; with dropped_A the dropped A (rescaled)
@@ -194,8 +209,9 @@ class Encoder(nn.Module):
         return x, pad
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None, first_only=False,
-                dropped_A=False):
-        """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer.
+                dropped_A=False, probes=None):
+        """masks: None, or a list of L masks (B, H, T, T) bool (True: -inf) or None per layer;
+        probes likewise, zeros (B, H, T, T) or None per layer (Layer.forward).
         depth: run only the first `depth` layers (None: all).
         first_only: the last layer run computes its attention probabilities A whole, but carries
         only the first token past them: hidden is then (B, 1, C). The classifier reads nothing
@@ -206,7 +222,7 @@ class Encoder(nn.Module):
         layers = self.layers[:depth]
         for l, layer in enumerate(layers):
             x, A = layer(x, pad, None if masks is None else masks[l], first_only=first_only and l == len(layers) - 1,
-                         dropped_A=dropped_A)
+                         dropped_A=dropped_A, probe=None if probes is None else probes[l])
             attns.append(A)
         return x, attns
 
@@ -274,9 +290,9 @@ class Model(nn.Module):
     def token_level(self):
         return isinstance(self.head, TokenHead)
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, dropped_A=False):
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, dropped_A=False, probes=None):
         """Returns logits, (B, num_labels) or for a token head (B, T, num_labels), and the L
         attention tensors (B, H, T, T)."""
         h, attns = self.encoder(input_ids, attention_mask, token_type_ids, masks, first_only=self.head.first_only,
-                                dropped_A=dropped_A)
+                                dropped_A=dropped_A, probes=probes)
         return self.head(h), attns

@@ -30,7 +30,10 @@ either way.
 """
 
 import argparse
+import copy
 import json
+import math
+import warnings
 import os
 import statistics
 import sys
@@ -89,6 +92,11 @@ def parse_args(argv=None):
                     help="of those, how many (the last ones) include IGA, which takes 15-50x a step and skips warm-up")
     ap.add_argument("--skip-iga", action="store_true", help="leave out both IGA rows")
     ap.add_argument("--no-hf", action="store_true", help="leave out the Hugging Face comparison")
+    ap.add_argument("--compile", action="store_true",
+                    help="also time the steps compiled (train.py --compile: torch.compile, CUDA graphs on a GPU), each "
+                         "beside its eager row, and Hugging Face's sdpa step compiled the same way")
+    ap.add_argument("--methods", default=None, help="time only these, comma-separated (plain always runs): "
+                    + ", ".join(METHODS))
     ap.add_argument("--data-dir", default=None,
                     help="GLUE folder for the data benchmark (default: $GLUE_DIR, else data/glue)")
     ap.add_argument("--json", default=None, metavar="PATH", help="also write every figure to PATH as JSON")
@@ -116,6 +124,9 @@ def parse_args(argv=None):
         ap.error(f"--seed {args.seed}: must be in [0, 2**63)")
     if args.warmup < 0:
         ap.error(f"--warmup {args.warmup}: must be at least 0")
+    unknown = set((args.methods or "plain").split(",")) - set(METHODS)
+    if unknown:
+        ap.error(f"--methods: unknown {', '.join(sorted(unknown))}; choose from {', '.join(METHODS)}")
     if args.json is not None:
         out = Path(args.json)
         if out.is_dir():
@@ -171,12 +182,16 @@ def make_batch(cfg, B, T, device, seed):
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def our_step(net, opt, b, attribution, layers):
-    """One step of train.py's loop (dropped_fraction included: train.py accumulates it every step)."""
+def our_step(net, opt, b, attribution, layers, compile=None):
+    """One step of train.py's loop (dropped_fraction included: train.py accumulates it every step);
+    compile: the backend of a model that train.compile_model compiled, for the masks too."""
     masks = None
+    if compile:
+        torch.compiler.cudagraph_mark_step_begin()
     if attribution is not None:
-        masks = addrop.addrop_masks(net, b, layers, P, Q, attribution, m=M_IG)
-        addrop.dropped_fraction(masks, b["attention_mask"])
+        masks = addrop.addrop_masks(net, b, layers, P, Q, attribution, m=M_IG, compile=compile)
+        count = addrop.whole_graph(addrop.dropped_fraction, compile) if compile else addrop.dropped_fraction
+        count(masks, b["attention_mask"])
     logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
     F.cross_entropy(logits, b["labels"]).backward()
     opt.step()
@@ -191,16 +206,19 @@ def forward(net, b):
     net.train()
 
 
-def masks_only(b, scores, kind):
+def masks_only(b, scores, kind, compile=None):
     """What the floor counts as free: the masks of all layers from scores at hand (Eq. 6-7), or
-    their selection alone (the kthvalue inside drop_mask), or RD's random masks."""
+    their selection alone (the kthvalue inside drop_mask), or RD's random masks; compile: through
+    addrop.whole_graph with that backend, as train.py --compile builds them."""
+    mask = addrop.whole_graph(addrop.drop_mask, compile) if compile else addrop.drop_mask
+    rd = addrop.whole_graph(addrop.random_mask, compile) if compile else addrop.random_mask
     for S in scores:
         if kind == "select":
             S.kthvalue(S.size(-1) // 2, dim=-1)
         elif kind == "drop_mask":
-            addrop.drop_mask(S, b["attention_mask"], P, Q)
+            mask(S, b["attention_mask"], P, Q)
         else:
-            addrop.random_mask(b["attention_mask"], S.size(1), P, Q)
+            rd(b["attention_mask"], S.size(1), P, Q)
 
 
 def hf_step(net, opt, b):
@@ -210,8 +228,9 @@ def hf_step(net, opt, b):
     opt.zero_grad(set_to_none=True)
 
 
-def hf_models(cfg, device):
-    """BertForSequenceClassification of our config, eager and sdpa attention; {} without transformers."""
+def hf_models(cfg, device, compile=False):
+    """BertForSequenceClassification of our config, eager and sdpa attention, and with compile the sdpa one
+    through torch.compile as train.compile_model compiles ours; {} without transformers."""
     try:
         from transformers import BertConfig, BertForSequenceClassification
     except ImportError:
@@ -221,6 +240,10 @@ def hf_models(cfg, device):
     for impl in ("eager", "sdpa"):
         net = BertForSequenceClassification(BertConfig(**kw, num_labels=2, attn_implementation=impl)).to(device).train()
         out[f"hf-{impl}"] = (net, train.adamw(net, 1e-5, 0.01))
+    if compile:
+        net = BertForSequenceClassification(BertConfig(**kw, num_labels=2, attn_implementation="sdpa")).to(device).train()
+        net.compile(mode="reduce-overhead" if device.type == "cuda" else None)
+        out["hf-sdpa+c"] = (net, train.adamw(net, 1e-5, 0.01))
     return out
 
 
@@ -309,8 +332,9 @@ def build(args):
     cfg, L, (B, T) = net.cfg, net.cfg.num_hidden_layers, (args.batch_size, args.seq_len)
     opt = train.adamw(net, 1e-5, 0.01)
     batch = make_batch(cfg, B, T, device, args.seed)
-    names = [n for n in METHODS if not (args.skip_iga and n.startswith("iga"))]
-    hf = {} if args.no_hf else hf_models(cfg, device)
+    chosen = ["plain", *args.methods.split(",")] if args.methods else METHODS
+    names = [n for n in METHODS if n in chosen and not (args.skip_iga and n.startswith("iga"))]
+    hf = {} if args.no_hf else hf_models(cfg, device, args.compile)
     steps = {}  # name -> a function that runs one training step
     for n in names:
         attribution, spec, _ = METHODS[n]
@@ -318,11 +342,62 @@ def build(args):
     steps["forward"] = partial(forward, net, batch)  # F itself, to turn the floor's count of F into a ratio here
     scores = list(addrop.attribute(net, batch, range(L), "aa").values())  # any (B, H, T, T) scores will do
     steps.update({k: partial(masks_only, batch, scores, k) for k in MASKS})
+    if args.compile:  # a copy of the model, compiled as train.py --compile compiles it, beside the eager one
+        net_c = copy.deepcopy(net)
+        train.compile_model(net_c, "inductor", device)
+        opt_c = train.adamw(net_c, 1e-5, 0.01)
+        for n in [n for n in names if not n.startswith("iga")]:  # IGA runs its layers eagerly (addrop.py)
+            attribution, spec, _ = METHODS[n]
+            steps[n + "+c"] = partial(our_step, net_c, opt_c, batch, attribution,
+                                      spec and settings.parse_layers(spec, L), "inductor")
+        steps["drop_mask+c"] = partial(masks_only, batch, scores, "drop_mask", "inductor")
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
           f"p={P} q={Q} (RTE), IGA m={M_IG}")
     return device, weights, net, names, steps, hf
+
+
+def host_syncs(step, device):
+    """How many times one call of step makes the CPU wait for the GPU (.item(), int(tensor), a data-dependent
+    shape): torch.cuda.set_sync_debug_mode warns at each. None on a CPU, where nothing waits."""
+    if device.type != "cuda":
+        return None
+    sync(device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    return sum("synchroniz" in str(w.message) for w in caught)
+
+
+def model_flops(net, B, T):
+    """FLOPs of one plain training step by the usual count (nanoGPT's, after PaLM's appendix B): 6 per
+    parameter and token for the matmuls forward and backward, the embeddings (looked up, not multiplied)
+    left out, and 12 L T C per token for attention's two T x T products."""
+    cfg = net.cfg
+    N = sum(w.numel() for name, w in net.named_parameters() if not name.startswith(("encoder.word", "encoder.pos",
+                                                                                    "encoder.token_type")))
+    return 6 * N * B * T + 12 * cfg.num_hidden_layers * B * T * T * cfg.hidden_size
+
+
+def matmul_peak(device, dtype):
+    """What this machine's matmuls reach, FLOP/s: the best of 5 timings of a square product (8192 on a GPU,
+    1024 on a CPU), the peak that MFU is over."""
+    n = 8192 if device.type == "cuda" else 1024
+    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
+    best = math.inf
+    for _ in range(6):
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        sync(device)
+        best = min(best, (time.perf_counter() - t0) / 4)
+    return 2 * n**3 / best
 
 
 def timed(step, device):
@@ -367,8 +442,9 @@ def time_rounds(args, steps, device):
     return times, mems, ratios
 
 
-def summarise(names, L, times, mems, ratios):
-    """Medians over the rounds, and a row per method beside its target, the paper's figure and the floors.
+def summarise(names, L, times, mems, ratios, syncs, mfu):
+    """Medians over the rounds, and a row per method (and per compiled method, NAME+c) beside its target, the
+    paper's figure and the floors; a compiled row's "x plain" and target are against the compiled plain step.
     Returns (ms, ratio, MiB, rows), the first three by step name."""
     med = {n: statistics.median(ts) * 1e3 for n, ts in times.items()}  # ms
     ratio = {n: statistics.median(rs) if rs else 1.0 for n, rs in ratios.items()}
@@ -376,15 +452,17 @@ def summarise(names, L, times, mems, ratios):
     mib = {n: None if None in ms else max(ms) / 2**20 for n, ms in mems.items()}
     F_here = ratio["forward"]  # one forward as a fraction of a plain step, on this machine
     rows = {}
-    for n in names:
-        extra, tgt = extra_and_target(n, L)
-        attribution, spec, paper = METHODS[n]
+    for n in [n for n in times if n.removesuffix("+c") in names]:
+        base, plain = n.removesuffix("+c"), "plain" + n[len(n.removesuffix("+c")):]  # plain or plain+c
+        extra, tgt = extra_and_target(base, L)
+        attribution, spec, paper = METHODS[base]
         masks = 0.0 if attribution is None else (ratio["random_mask"] if attribution == "rd" else
                                                  ratio["drop_mask"] * (1 if spec == "first" else L) / L)
         rows[n] = {"ms": med[n], "steps": len(times[n]), "ratio": ratio[n], "range": spread[n], "peak_MiB": mib[n], "target": tgt,
                    "paper": paper, "floor": 1 + extra / 3, "floor_here": 1 + extra * F_here,
-                   "floor_here_masks": 1 + extra * F_here + masks}
-        rows[n]["pass"] = ratio[n] <= rows[n]["target"]
+                   "floor_here_masks": 1 + extra * F_here + masks, "x_plain": ratio[n] / ratio[plain],
+                   "host_syncs": syncs.get(n), "mfu": mfu.get(n)}
+        rows[n]["pass"] = rows[n]["x_plain"] <= rows[n]["target"]
     return med, ratio, mib, rows
 
 
@@ -404,17 +482,25 @@ def print_methods(rows, med, ratio, L, device):
           "peak MiB: " + ("torch.cuda.max_memory_allocated during the step, above what is held between steps"
                           if device.type == "cuda" else "the process's peak RSS during the step above its RSS before it"
                           " (CPU; whole process, coarse)"))
+    if any(n.endswith("+c") for n in rows):
+        print("NAME+c: the same step compiled (train.py --compile); its target is against the compiled plain step")
+    gpu = device.type == "cuda"
     print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'rounds':>11} | {'peak MiB':>8} | {'target':>6} | "
-          f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | {'+ masks':>7} | vs target")
+          f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | {'+ masks':>7} | vs target"
+          + (" | x own plain | host syncs | MFU" if gpu else ""))
     for n, r in rows.items():
         lo, hi = r["range"]
-        print(f"{n:9} | {r['ms']:8.0f} | {r['steps']:2} | {r['ratio']:6.2f} | {f'{lo:.2f}-{hi:.2f}':>11} | "
+        print(f"{n:9} | {r['ms']:8.1f} | {r['steps']:2} | {r['ratio']:6.2f} | {f'{lo:.2f}-{hi:.2f}':>11} | "
               f"{ms(r['peak_MiB']):>8} | {r['target']:6.3g} | "
               f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | {r['floor_here_masks']:7.2f} | "
-              + ("" if n == "plain" else "pass" if r["pass"] else "FAIL"))
-    print(f"masks of all {L} layers from scores at hand (Eq. 6-7): drop_mask {med['drop_mask']:.0f} ms "
-          f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.0f} ms; "
-          f"random_mask {med['random_mask']:.0f} ms ({ratio['random_mask']:.2f})")
+              + ("    " if n.startswith("plain") else "pass" if r["pass"] else "FAIL")
+              + (f" | {r['x_plain']:11.2f} | {r['host_syncs']:10} | {r['mfu']:.1%}" if gpu else ""))
+    print(f"masks of all {L} layers from scores at hand (Eq. 6-7): drop_mask {med['drop_mask']:.1f} ms "
+          f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.1f} ms; "
+          f"random_mask {med['random_mask']:.1f} ms ({ratio['random_mask']:.2f})")
+    if "drop_mask+c" in med:
+        print(f"compiled (addrop.whole_graph): drop_mask {med['drop_mask+c']:.2f} ms, "
+              f"{med['drop_mask+c'] / med['plain+c']:.2f} of a compiled plain step")
 
 
 def print_hf(args, rows, hf, med, ratio, mib, times):
@@ -426,6 +512,9 @@ def print_hf(args, rows, hf, med, ratio, mib, times):
         for n in ["plain", *hf]:
             print(f"{n:9} | {med[n]:8.0f} ms | n={len(times[n])} | {ms(mib[n]):>5} MiB | ours takes {1 / ratio[n]:.2f}x this")
             out[n] = {"ms": med[n], "ours_over_this": 1 / ratio[n], "peak_MiB": mib[n]}
+        if "hf-sdpa+c" in hf and "plain+c" in med:
+            out["hf-sdpa+c"]["ours_c_over_this"] = ratio["plain+c"] / ratio["hf-sdpa+c"]
+            print(f"compiled, both: ours plain+c takes {out['hf-sdpa+c']['ours_c_over_this']:.2f}x hf-sdpa+c")
     if "hf-eager" in hf:
         # both ratios are to the same neighbouring plain steps of ours, so their quotient is method / HF plain
         print("\nx HF plain: each step over Hugging Face's eager plain step (median ratio over rounds, "
@@ -462,7 +551,15 @@ def benchmark(args):
     device, weights, net, names, steps, hf = build(args)
     L, B, T = net.cfg.num_hidden_layers, args.batch_size, args.seq_len
     times, mems, ratios = time_rounds(args, steps, device)
-    med, ratio, mib, rows = summarise(names, L, times, mems, ratios)
+    syncs = {n: host_syncs(step, device) for n, step in steps.items()}
+    if device.type == "cuda":  # the counter itself, on a step known to wait once
+        print(f"host syncs counted on one .item(): {host_syncs(lambda: torch.ones(1, device=device).sum().item(), device)}")
+    flops, peak = model_flops(net, B, T), matmul_peak(device, torch.bfloat16 if args.dtype == "bf16" else torch.float32)
+    mfu = {n: flops / (statistics.median(times[n]) * peak) for n in steps}
+    print(f"model FLOPs of a plain step {flops / 1e9:.1f} G (6 per parameter and token, embeddings left out, and "
+          f"attention's 12 L T C per token); matmul peak measured here ({args.dtype}): {peak / 1e12:.1f} TFLOP/s; "
+          "MFU: those FLOPs per second over the peak, for every method (what it adds is not counted as useful)")
+    med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
               "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in MASKS},

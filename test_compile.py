@@ -1,0 +1,189 @@
+"""
+Tests of the GPU's code path, run on a CPU: the masks and the attribution without host synchronisations,
+captured whole by torch.compile, giving what the eager CPU path gives; and train.py --compile training as
+the eager run does, resuming exactly and under torchrun.
+
+On a GPU every read of a number back to the CPU (.item(), int(tensor), a data-dependent shape) stops the CPU
+until the GPU catches up, and a CUDA graph cannot hold it. torch.compile(fullgraph=True) refuses such code
+outright, so compiling with it here (backend aot_eager: the captured graph run op by op, no C compiler, the
+same numbers as eager) proves the path sync-free without a GPU.
+
+    python -m pytest -q test_compile.py
+"""
+
+import copy
+import signal
+
+import pytest
+import torch
+
+import addrop
+import model
+from test_train import metrics, setup, signal_at, start, train  # noqa: F401 (setup: the fixture, used by name)
+
+
+def scores_and_mask(seed, B=5, H=3, T=11):
+    """Random scores with ties (rounded to a tenth) and an attention mask with padding of several lengths."""
+    g = torch.Generator().manual_seed(seed)
+    scores = (torch.randn(B, H, T, T, generator=g) * 10).round() / 10
+    n = torch.tensor([T, T - 1, 7, 3, 1])[:B]
+    return scores, (torch.arange(T)[None] < n[:, None]).long()
+
+
+def drop_mask_sorted(monkeypatch, *args, **kw):
+    """drop_mask through its sync-free branch (sort, then a gather at int(n(1-p))), on this CPU."""
+    with monkeypatch.context() as m:
+        m.setattr(addrop, "sync_free", lambda device: True)
+        return addrop.drop_mask(*args, **kw)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0])
+@pytest.mark.parametrize("low", [False, True])
+def test_the_sorted_threshold_equals_the_selected_one(monkeypatch, p, low):
+    """The GPU's drop_mask (a sort and a gather) and the eager CPU's (one kthvalue) give the same mask for the
+    same scores and coin flips, exactly: with q = 1 (the candidates themselves) and with q = 0.5, whose coin
+    flips both paths draw as torch.rand(n) < q from the same stream. Ties, padding, a one-token example, and
+    p = 0.95 and 1, where the guard keeps whole rows, are all in the rows compared."""
+    scores, mask = scores_and_mask(0)
+    for q in (1.0, 0.5):
+        torch.manual_seed(1)
+        selected = addrop.drop_mask(scores, mask, p, q, low=low)
+        torch.manual_seed(1)
+        assert torch.equal(drop_mask_sorted(monkeypatch, scores, mask, p, q, low=low), selected), (p, q, low)
+    assert selected.any() or p >= 0.95  # the comparison is not of two empty masks
+
+
+def sync_free_everywhere(monkeypatch):
+    """Both modules' choice set to the sync-free draws: the eager reference of what a compiled graph runs."""
+    monkeypatch.setattr(addrop, "sync_free", lambda device: True)
+    monkeypatch.setattr(model, "sync_free", lambda device: True)
+
+
+def test_masks_and_their_count_compile_as_one_graph(monkeypatch):
+    """drop_mask, random_mask and dropped_fraction compile with fullgraph=True, which fails on any host
+    synchronisation or data-dependent shape, and give the eager sync-free path's masks for the same seed
+    (q = 0.1: coin flips drawn by torch.rand, not by the CPU's gap sampler), to the last bit."""
+    scores, mask = scores_and_mask(2)
+    masks = {}
+    for name, f, args in (("drop", addrop.drop_mask, (scores, mask, 0.7, 0.1)),
+                          ("low", lambda *a: addrop.drop_mask(*a, low=True), (scores, mask, 0.3, 0.4)),
+                          ("rd", addrop.random_mask, (mask, 3, 0.7, 0.1))):
+        torch.manual_seed(3)
+        masks[name] = torch.compile(f, backend="aot_eager", fullgraph=True, dynamic=False)(*args)
+        with monkeypatch.context() as m:
+            sync_free_everywhere(m)
+            torch.manual_seed(3)
+            assert torch.equal(f(*args), masks[name]), name
+        assert masks[name].any(), name
+    Ms = [masks["drop"], None, masks["rd"]]
+    frac = torch.compile(addrop.dropped_fraction, backend="aot_eager", fullgraph=True)(Ms, mask)
+    assert frac.item() == pytest.approx(addrop.dropped_fraction(Ms, mask).item(), rel=1e-6)
+
+
+def tiny(seed=0, dropout=0.1, token_level=False):
+    torch.manual_seed(seed)
+    cfg = model.Config(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
+                       intermediate_size=37, max_position_embeddings=64, hidden_dropout_prob=dropout,
+                       attention_probs_dropout_prob=dropout)
+    return model.Model(cfg, 3, token_level=token_level)
+
+
+def tiny_batch(token_level=False):
+    g = torch.Generator().manual_seed(5)
+    B, T = 4, 12
+    mask = torch.ones(B, T, dtype=torch.long)
+    mask[2:, 8:] = 0
+    ids = torch.randint(1, 100, (B, T), generator=g).masked_fill(mask == 0, 0)
+    labels = torch.randint(0, 3, (B, T) if token_level else (B,), generator=g)
+    if token_level:
+        labels = labels.masked_fill(mask == 0, addrop.IGNORE)
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids), "labels": labels}
+
+
+@pytest.mark.parametrize("token_level", [False, True])
+def test_compiled_attribution_equals_eager(token_level):
+    """B_l through a model compiled whole (fullgraph=True: no graph break in the model) equals eager B_l to
+    1e-6 of its largest entry, in fp32, for GA on every layer (the gradient with respect to the zero probes
+    added to A_l, inputs of the compiled graph), and AA and IGA too (these two run the model's layers eagerly:
+    model.encoder with depth, and layer by layer at k/m A). No parameter is left with a gradient, and
+    every parameter wants one again afterwards (addrop._frozen)."""
+    net = tiny(token_level=token_level)
+    compiled = copy.deepcopy(net)
+    compiled.compile(backend="aot_eager", fullgraph=True)
+    b = tiny_batch(token_level)
+    for method in ("ga", "aa", "iga"):
+        want = addrop.attribute(net, b, [0, 1, 2], method, m=4)
+        got = addrop.attribute(compiled, b, [0, 1, 2], method, m=4)
+        scale = max(w.abs().max().item() for w in want.values())
+        assert scale > 0 and max((got[l] - want[l]).abs().max().item() for l in want) <= 1e-6 * scale, method
+    assert all(w.grad is None and w.requires_grad for w in compiled.parameters())
+
+
+def test_a_compiled_addrop_step_trains_as_the_eager_one():
+    """Algorithm 1's AD-DROP step (attribution, masks, masked forward, backward, AdamW) with the model compiled
+    whole and the masks as whole graphs (addrop.whole_graph) runs without a graph break, and with dropout off
+    and q = 0.5 (the same coin flips in both paths: test_the_sorted_threshold_equals_the_selected_one) follows
+    the eager step's losses over 5 steps to 1e-6."""
+    losses = {}
+    for backend in (None, "aot_eager"):
+        net = tiny(dropout=0.0).train()
+        if backend:
+            net.compile(backend=backend, fullgraph=True)
+        opt = torch.optim.AdamW(net.parameters(), lr=1e-2)
+        b = tiny_batch()
+        torch.manual_seed(7)
+        losses[backend] = []
+        for _ in range(5):
+            masks = addrop.addrop_masks(net, b, [0, 1, 2], 0.5, 0.5, compile=backend)
+            logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
+            loss = torch.nn.functional.cross_entropy(logits, b["labels"])
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses[backend].append(loss.item())
+    assert losses[None][0] != losses[None][-1]  # it trained: the comparison means something
+    assert losses["aot_eager"] == pytest.approx(losses[None], abs=1e-6)
+
+# -----------------------------------------------------------------------------
+# train.py --compile, as a user runs it (subprocesses: the tiny BERT and synthetic RTE of test_train.py)
+
+COMPILED = ["--compile", "aot_eager", "--limit", "80", "--epochs", "2", "--p", "0.5", "--q", "1.0", "--lr", "1e-3"]
+
+
+@pytest.mark.slow
+def test_compiled_training_follows_eager_for_20_steps(setup):
+    """train.py --compile (aot_eager) against the eager run, 20 steps: a plain epoch and an AD-DROP epoch, dropout
+    off, q = 1 (every candidate dropped: masks that need no coin flips). --compile pads every batch to --max-len
+    and eager to the batch's longest; padding keys get exactly zero attention, so only float rounding may
+    differ: every step's loss to 1e-5, dev loss too, the same dropped fraction."""
+    train(setup, setup / "eager20", *COMPILED[2:], glue="glue_long")
+    train(setup, setup / "compiled20", *COMPILED, glue="glue_long")
+    eager, comp = metrics(setup / "eager20"), metrics(setup / "compiled20")
+    assert [h["kind"] for h in comp["history"]] == ["plain", "AD-DROP"]
+    for he, hc in zip(eager["history"], comp["history"]):
+        assert len(he["step_losses"]) == len(hc["step_losses"]) == 10
+        assert max(abs(a - b) for a, b in zip(he["step_losses"], hc["step_losses"])) < 1e-5
+        assert abs(he["dev_loss"] - hc["dev_loss"]) < 1e-5 and abs(he["dropped"] - hc["dropped"]) < 1e-6
+    assert comp["args"]["compile"] == "aot_eager" and comp["history"][1]["dropped"] > 0
+
+
+@pytest.mark.slow
+def test_compiled_run_resumes_and_runs_under_torchrun(setup):
+    """--compile keeps what a run promises: stopped by SIGTERM inside its AD-DROP epoch (dropout on, q = 0.5:
+    random masks) and resumed with --compile, it ends as the uninterrupted compiled run did, epoch records
+    byte for byte; and two torchrun ranks with --compile follow one process to 1e-5 (q = 1, dropout off)."""
+    flags = ["--compile", "aot_eager", "--limit", "80", "--epochs", "2", "--p", "0.5", "--q", "0.5", "--lr", "1e-3"]
+    train(setup, setup / "c_whole", *flags, weights="w1", glue="glue_long")
+    proc = start(setup, setup / "c_stopped", *flags)
+    signal_at(proc, 14, signal.SIGTERM)  # epoch 2, AD-DROP, runs steps 11-20
+    assert proc.returncode == 75
+    r = train(setup, setup / "c_stopped", *flags, "--resume", weights="w1", glue="glue_long")
+    assert "resuming after batch" in r.stdout
+    strip = lambda hs: [{k: v for k, v in h.items() if k != "seconds"} for h in hs]
+    assert strip(metrics(setup / "c_stopped")["history"]) == strip(metrics(setup / "c_whole")["history"])
+    train(setup, setup / "c_one", *COMPILED)
+    train(setup, setup / "c_two", *COMPILED, torchrun=2)
+    one, two = metrics(setup / "c_one"), metrics(setup / "c_two")
+    assert two["world_size"] == 2
+    for h1, h2 in zip(one["history"], two["history"]):
+        assert max(abs(a - b) for a, b in zip(h1["step_losses"], h2["step_losses"])) < 1e-5
