@@ -7,12 +7,16 @@ are drawn as HTML grids rather than plots: a p or q move redraws three T x T map
 coloured cells takes about a millisecond where a matplotlib figure takes a tenth of a second or more.
 """
 
+import base64
 import html
+import io
 import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # gradio reports usage by default; nothing leaves here
 
 import gradio as gr
+import numpy as np
+import PIL.Image
 
 from explorer import session
 
@@ -20,15 +24,13 @@ SENTENCE = "it 's a charming and often affecting journey . "  # SST-2's first de
 METHODS = [("GA: gradient, Eq. 5", "ga"), ("IGA: integrated gradients, Eq. 3", "iga"),
            ("AA: attention weights", "aa"), ("RD: random", "rd")]
 CSS = """
-.map { display: grid; gap: 1px; font: 11px monospace; align-items: end; }
-.map i { width: 13px; height: 13px; display: block; box-sizing: border-box; font-style: normal;
-         font-size: 11px; line-height: 12px; text-align: center; color: #111; }
-.map .k { writing-mode: vertical-rl; transform: rotate(180deg); max-height: 7em; overflow: hidden; }
-.map .q { text-align: right; padding-right: 3px; max-width: 8em; overflow: hidden; white-space: nowrap; }
+.map { display: grid; font: 11px/13px monospace; }
+.map .keys { display: flex; align-items: flex-end; }
+.map .keys span { writing-mode: vertical-rl; transform: rotate(180deg); width: 13px; max-height: 7em; overflow: hidden; }
+.map .queries span { display: block; height: 13px; text-align: right; padding-right: 4px; white-space: nowrap;
+                     max-width: 9em; overflow: hidden; }
 .map .here { font-weight: bold; color: #b2182b; }
-.map i.c { outline: 1px dotted #b2182b; outline-offset: -1px; }
-.map i.d::after { content: "\\00d7"; }
-.map i.r { border-top: 1px solid #333; border-bottom: 1px solid #333; }
+.map img { image-rendering: pixelated; }
 .maps { display: flex; flex-wrap: wrap; gap: 28px; }
 .maps h4 { margin: 0 0 4px 0; font-size: 13px; }
 .bars { display: grid; grid-template-columns: auto auto auto 1fr auto; gap: 0 8px; font: 12px monospace; }
@@ -40,42 +42,57 @@ CSS = """
 # -----------------------------------------------------------------------------
 # drawing (HTML only: every number is session.explore's)
 
-def _colour(v, top, signed):
-    """A cell's colour: white to blue for A in [0, top]; blue (negative) to white to red (positive) for B."""
-    t = min(abs(v) / top, 1.0) if top > 0 else 0.0
-    r, g, b = (178, 24, 43) if (signed and v > 0) else (33, 102, 172)
-    return f"#{round(255 + (r - 255) * t):02x}{round(255 + (g - 255) * t):02x}{round(255 + (b - 255) * t):02x}"
+CELL = 13  # pixels per map cell, a 1-pixel white gap included
+_DOTS = np.zeros((CELL, CELL), bool)  # a candidate's dotted frame
+_DOTS[[0, -2], ::2] = _DOTS[::2, [0, -2]] = True
+_CROSS = np.eye(CELL, dtype=bool) | np.eye(CELL, dtype=bool)[::-1]  # a dropped position's x
+_CROSS[:3] = _CROSS[-4:] = _CROSS[:, :3] = _CROSS[:, -4:] = False
+_GAP = np.zeros((CELL, CELL), bool)
+_GAP[-1] = _GAP[:, -1] = True
 
 
-def heatmap(title, X, tokens, row, signed=False, cand=None, mask=None, binary=False):
-    """A T x T map as a grid of coloured cells, queries down, keys across; the chosen query row framed;
-    candidates dotted, dropped positions crossed (x). binary: the mask itself, dropped cells dark."""
+def colours(X, signed):
+    """(T, T) values -> (T, T, 3) colours: white to blue for A in [0, max]; for B blue (negative) to white to red
+    (positive), on one scale, max |B|."""
+    X = np.asarray(X, dtype=np.float64)
+    t = np.clip(np.abs(X) / (np.abs(X).max() or 1.0), 0, 1)[..., None]  # (T, T, 1)
+    blue, red = np.array([33, 102, 172]), np.array([178, 24, 43])
+    end = np.where((X > 0)[..., None], red, blue) if signed else blue  # (T, T, 3)
+    return 255 + (end - 255) * t
+
+
+def heatmap(title, tokens, row, rgb, cand=None, drop=None):
+    """A T x T map, queries down and keys across, as a PNG (one image, not T^2 page elements: a 30-token map
+    draws in a millisecond) between token labels; the chosen query row's labels in red; candidates dotted,
+    dropped positions crossed (x), as in the paper's Figure 1."""
     T = len(tokens)
-    top = max(abs(v) for r in X for v in r) if not binary else 1
+    img = np.kron(rgb, np.ones((CELL, CELL, 1)))  # (T*CELL, T*CELL, 3), each cell a CELL x CELL block
+    for marks, pattern, ink in ((cand, _DOTS, (178, 24, 43)), (drop, _CROSS, (17, 17, 17))):
+        if marks is not None:
+            img[np.kron(np.asarray(marks, bool), pattern)] = ink
+    img[np.kron(np.ones((T, T), bool), _GAP)] = 255
+    img[[row * CELL, (row + 1) * CELL - 1]] = 90  # the chosen query row, framed
+    out = io.BytesIO()
+    PIL.Image.fromarray(img.astype(np.uint8)).save(out, "png", compress_level=1)  # fast; the page is local
+    src = "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
     esc = [html.escape(t) for t in tokens]
-    cells = [f'<span></span>'] + [f'<span class="k">{t}</span>' for t in esc]
-    for i in range(T):
-        cells.append(f'<span class="q{" here" if i == row else ""}">{i} {esc[i]}</span>')
-        for j in range(T):
-            v = X[i][j]
-            cls = " ".join(c for c, on in (("c", cand and cand[i][j]), ("d", mask and mask[i][j] and not binary),
-                                           ("r", i == row)) if on)
-            bg = ("#3b3b3b" if v else "#ffffff") if binary else _colour(v, top, signed)
-            tip = ("dropped" if v else "kept") if binary else f"{v:+.3g}"
-            cells.append(f'<i class="{cls}" style="background:{bg}" title="{esc[i]} -> {esc[j]}: {tip}"></i>')
-    grid = f'<div class="map" style="grid-template-columns: auto repeat({T}, 13px)">{"".join(cells)}</div>'
-    return f"<div><h4>{title}</h4>{grid}</div>"
+    keys = "".join(f"<span>{t}</span>" for t in esc)
+    queries = "".join(f'<span class="{"here" if i == row else ""}">{i} {t}</span>' for i, t in enumerate(esc))
+    return (f'<div><h4>{title}</h4><div class="map" style="grid-template-columns: auto {T * CELL}px">'
+            f'<span></span><div class="keys">{keys}</div><div class="queries">{queries}</div>'
+            f'<img src="{src}" width="{T * CELL}" height="{T * CELL}" alt="{html.escape(title)}"></div></div>')
 
 
 def draw_maps(v):
     L, h = v["layer"] + 1, v["head"] + 1
-    tokens, row, mask = v["tokens"], v["row"], v["mask"]
-    parts = [heatmap(f"A, layer {L} head {h} (Eq. 1), unmasked", v["A"], tokens, row)]
+    tokens, row, M = v["tokens"], v["row"], np.asarray(v["mask"], bool)
+    parts = [heatmap(f"A, layer {L} head {h} (Eq. 1), unmasked", tokens, row, colours(v["A"], False))]
     if v["B"] is not None:
         what = {"ga": "dF/dA (Eq. 5)", "iga": "integrated gradients (Eq. 3)", "aa": "= A (AA)"}[v["method"]]
-        parts.append(heatmap(f"B, {what}: candidates dotted, dropped x", v["B"], tokens, row, signed=True,
-                             cand=v["cand"], mask=mask))
-    parts.append(heatmap(f"mask M of head {h}: dark = -inf (dropped)", v["mask"], tokens, row, binary=True))
+        parts.append(heatmap(f"B, {what}: candidates dotted, dropped x", tokens, row, colours(v["B"], True),
+                             cand=v["cand"], drop=M))
+    dark = np.where(M[..., None], 59.0, 255.0).repeat(3, -1)  # (T, T, 3): dropped dark, kept white
+    parts.append(heatmap(f"mask M of head {h}: dark = -inf (dropped)", tokens, row, dark))
     return f'<div class="maps">{"".join(parts)}</div>'
 
 
@@ -214,14 +231,15 @@ def build(folder=""):
         sorted_row = gr.HTML(elem_id="sorted-row")
         inputs = [text_a, text_b, model, method, strategy, layer, head, row, p, q, seed]
         outputs = [message, prediction, counts, maps, sorted_row, row, layer, head]
+        # one computation at a time; a change made while one runs is not lost: the last waits, older ones are skipped
         run = dict(fn=update, inputs=inputs, outputs=outputs, concurrency_id="explore", concurrency_limit=1,
-                   show_progress="hidden")
+                   show_progress="hidden", trigger_mode="always_last")
         for box in (text_a, text_b, model):
             box.submit(**run)
         for control in (method, strategy, row, seed):
             control.input(**run)
-        for slider in (p, q, layer, head):  # while dragging too: the last position waits, the others are skipped
-            slider.change(**run, trigger_mode="always_last")
+        for slider in (p, q, layer, head):  # while dragging too
+            slider.change(**run)
         demo.load(**run)
     return demo
 
