@@ -26,14 +26,16 @@ METHODS = [("GA: gradient, Eq. 5", "ga"), ("IGA: integrated gradients, Eq. 3", "
 CSS = """
 .map { display: grid; font: 11px/13px monospace; }
 .map .keys { display: flex; align-items: flex-end; }
-.map .keys span { writing-mode: vertical-rl; transform: rotate(180deg); width: 13px; max-height: 7em; overflow: hidden; }
+.map .keys span { writing-mode: vertical-rl; transform: rotate(180deg); width: 13px; max-height: 7em;
+                  overflow: hidden; }
 .map .queries span { display: block; height: 13px; text-align: right; padding-right: 4px; white-space: nowrap;
                      max-width: 9em; overflow: hidden; }
 .map .here { font-weight: bold; color: #b2182b; }
 .map img { image-rendering: pixelated; }
 .maps { display: flex; flex-wrap: wrap; gap: 28px; }
 .maps h4 { margin: 0 0 4px 0; font-size: 13px; }
-.bars { display: grid; grid-template-columns: auto auto auto 1fr auto; gap: 0 8px; font: 12px monospace; }
+.bars { max-width: 1000px; display: grid; grid-template-columns: auto auto auto 1fr auto; gap: 0 8px;
+        font: 12px monospace; }
 .bars .bar { height: 10px; align-self: center; }
 .bars .thr { grid-column: 1 / -1; border-top: 2px dashed #b2182b; color: #b2182b; font-size: 11px; }
 .figs td, .figs th { padding: 1px 10px; text-align: right; }
@@ -123,41 +125,48 @@ def draw_row(v):
     return f'{head}, sorted by {sort}</h4><div class="bars">{"".join(lines)}</div>'
 
 
+def table(rows):
+    """An HTML table: rows of cells, the first row the header; a cell is a value, or (value, id) to be found by."""
+    def cell(c, tag):
+        text, ident = c if isinstance(c, tuple) else (c, None)
+        return f'<{tag} id="{ident}">{text}</{tag}>' if ident else f"<{tag}>{text}</{tag}>"
+    body = "".join("<tr>" + "".join(cell(c, "td" if k else "th") for c in r) + "</tr>" for k, r in enumerate(rows))
+    return f'<table class="figs">{body}</table>'
+
+
 def draw_prediction(v):
-    cls, c = v["classes"], v["pseudo"]
-    rows = "".join(f"<tr><td>{html.escape(str(name))}{' (c~)' if k == c else ''}</td><td>{v['probs'][k]:.3f}</td>"
-                   f"<td>{v['logits'][k]:+.3f}</td><td>{v['probs_after'][k]:.3f}</td><td>{v['logits_after'][k]:+.3f}</td></tr>"
-                   for k, name in enumerate(cls))
-    return (f'<p>prediction: <b id="pred">{html.escape(str(cls[c]))}</b> (the pseudo label c~, Eq. 4); after the '
-            f'masked forward: <b id="pred-after">{html.escape(str(cls[v["pred_after"]]))}</b></p>'
-            f'<table class="figs"><tr><th>class</th><th>P</th><th>logit</th><th>P, masked</th><th>logit, masked</th></tr>'
-            f"{rows}</table><p>pseudo-label logit F_c~: {v['logits'][c]:+.4f} &rarr; "
-            f"<b id=\"logit-after\">{v['logits_after'][c]:+.4f}</b> masked; loss (cross-entropy with c~): "
-            f"{v['loss']:.4f} &rarr; <b id=\"loss-after\">{v['loss_after']:.4f}</b> masked</p>")
+    cls, c = [html.escape(str(name)) for name in v["classes"]], v["pseudo"]
+    rows = [["class", "P", "logit", "P, masked", "logit, masked"]] + [
+        [name + (" (c~)" if k == c else ""), f"{v['probs'][k]:.3f}", f"{v['logits'][k]:+.3f}",
+         f"{v['probs_after'][k]:.3f}", f"{v['logits_after'][k]:+.3f}"] for k, name in enumerate(cls)]
+    return (f'<p>prediction: <b id="pred">{cls[c]}</b> (the pseudo label c~, Eq. 4); after the masked forward: '
+            f'<b id="pred-after">{cls[v["pred_after"]]}</b></p>{table(rows)}'
+            f"<p>pseudo-label logit F_c~: {v['logits'][c]:+.4f} &rarr; {v['logits_after'][c]:+.4f} masked; "
+            f"loss (cross-entropy with c~): {v['loss']:.4f} &rarr; {v['loss_after']:.4f} masked</p>")
 
 
 def draw_counts(v):
-    n, H = v["n"], len(v["dropped_per_head"])
-    stamp = (f'<p id="stamp" style="color:#666">for p = {v["p"]:.2f}, q = {v["q"]:.2f}, seed {v["seed"]}, '
-             f'{v["method"].upper()}, {"low" if v["low"] else "high"}, layer {v["layer"] + 1}, head {v["head"] + 1}, '
-             f'row {v["row"]}</p>')
+    n, H, L, h, row = v["n"], len(v["dropped_per_head"]), v["layer"] + 1, v["head"] + 1, v["row"]
     per_head = " ".join(f"{k + 1}:{d}" for k, d in enumerate(v["dropped_per_head"]))
-    if v["B"] is None:
-        return (f'<p>n = <b id="n">{n}</b> real tokens. RD: dropped in this head <b id="dropped-head">{v["dropped_head"]}'
-                f'</b> of {n * n} (expected p&middot;q&middot;n&sup2; = {v["expected_head"]:.1f}); in layer {v["layer"] + 1} '
-                f'<b id="dropped-layer">{v["dropped_layer"]}</b> of {H * n * n} (expected {v["expected_layer"]:.1f}). '
-                f"Per head: {per_head}</p>{stamp}")
+    stamp = (f'<p id="stamp" style="color:#666">for p = {v["p"]:.2f}, q = {v["q"]:.2f}, seed {v["seed"]}, '
+             f'{v["method"].upper()}, {"low" if v["low"] else "high"}, layer {L}, head {h}, row {row}</p>')
+    rows = [["", f"row {row}", f"head {h}", f"layer {L} (all {H} heads)"],
+            [f'positions (n = <b id="n">{n}</b> real tokens)', n, n * n, H * n * n]]
+    if v["B"] is None:  # RD: no candidates, every real position dropped with probability p q
+        rows += [["dropped", v["dropped_row"], (v["dropped_head"], "dropped-head"),
+                  (v["dropped_layer"], "dropped-layer")],
+                 ["expected p &times; q &times; positions", f"{v['p'] * v['q'] * n:.1f}", f"{v['expected_head']:.1f}",
+                  f"{v['expected_layer']:.1f}"]]
+    else:
+        rows += [["candidates (Eq. 6)", v["cand_row"], v["cand_head"], v["cand_layer"]],
+                 ["dropped (Eq. 7)", v["dropped_row"], (v["dropped_head"], "dropped-head"),
+                  (v["dropped_layer"], "dropped-layer")],
+                 ["expected q &times; candidates", f"{v['expected_row']:.1f}", f"{v['expected_head']:.1f}",
+                  f"{v['expected_layer']:.1f}"]]
     guard = (f" The guard kept {v['guarded_rows']} row(s) of this head whole at q = 1: every key was a candidate."
-             if v["guarded_rows"] else "")
-    return (f'<table class="figs"><tr><th></th><th>row {v["row"]}</th><th>head {v["head"] + 1}</th>'
-            f'<th>layer {v["layer"] + 1} (all {H} heads)</th></tr>'
-            f'<tr><td>positions (n = <b id="n">{n}</b> real tokens)</td><td>{n}</td><td>{n * n}</td><td>{H * n * n}</td></tr>'
-            f'<tr><td>candidates (Eq. 6)</td><td>{v["cand_row"]}</td><td>{v["cand_head"]}</td>'
-            f'<td id="cand-layer">{v["cand_layer"]}</td></tr>'
-            f'<tr><td>dropped (Eq. 7)</td><td id="dropped-row">{v["dropped_row"]}</td>'
-            f'<td><b id="dropped-head">{v["dropped_head"]}</b></td><td><b id="dropped-layer">{v["dropped_layer"]}</b></td></tr>'
-            f'<tr><td>expected q &times; candidates</td><td>{v["expected_row"]:.1f}</td><td>{v["expected_head"]:.1f}</td>'
-            f'<td>{v["expected_layer"]:.1f}</td></tr></table><p>Dropped per head: {per_head}.{guard}</p>{stamp}')
+             if v.get("guarded_rows") else "")
+    return f"{table(rows)}<p>Dropped per head: {per_head}.{guard}</p>{stamp}"
+
 
 # -----------------------------------------------------------------------------
 # the page
@@ -204,7 +213,7 @@ def update(text_a, text_b, folder, method, strategy, layer, head, row, p, q, see
 def build(folder=""):
     """The explorer as a gradio Blocks, not launched: __main__ serves it, tutorial.ipynb shows it inline.
     folder: the model folder shown at the start ("" the tutorial's, or the fallback)."""
-    with gr.Blocks(title="AD-DROP explorer") as demo:
+    with gr.Blocks(title="AD-DROP explorer", analytics_enabled=False) as demo:
         gr.Markdown("## AD-DROP explorer\nType a sentence, then move p and q: the candidates (Eq. 6) and the "
                     "dropped positions (Eq. 7) follow, and the prediction after the masked forward.")
         with gr.Row():

@@ -100,3 +100,18 @@ def set_value(p, elem_id, value):
     box = p.locator(f"#{elem_id} input[type=number], #{elem_id} textarea, #{elem_id} input[type=text]").first
     box.fill(str(value))
     box.press("Enter")
+
+
+def screenshot(path, width=1280):
+    """A full-page PNG of the explorer as it opens (the walkthrough's sentence), in 256 colours (a third of the
+    bytes)."""
+    import io
+    import PIL.Image
+    with serve() as (url, _), page(url, width=width) as (p, _):
+        png = p.screenshot(full_page=True)
+    PIL.Image.open(io.BytesIO(png)).convert("RGB").quantize(256).save(path, optimize=True)
+
+
+if __name__ == "__main__":  # python explorer/browser.py explorer/screenshot.png
+    sys.path.insert(0, str(ROOT))
+    screenshot(sys.argv[1] if len(sys.argv) > 1 else "explorer/screenshot.png")

@@ -96,7 +96,9 @@ def load(folder=None):
         raise Problem(f"model folder {folder}: config.json says num_labels {config['num_labels']}, but {task} has "
                       f"{num_labels} classes; the folder mixes two models")
     try:
-        net = checkpoint.from_pretrained(d, num_labels).eval()
+        with torch.random.fork_rng():  # a head the folder lacks starts fresh: the same one at every start
+            torch.manual_seed(FALLBACK_SEED)
+            net = checkpoint.from_pretrained(d, num_labels).eval()
         tok = data.load_tokenizer(d, MAX_LEN, net.cfg)
     except (checkpoint.WeightsError, data.DataError) as e:
         raise Problem(f"model folder {folder}: {e}") from None
@@ -184,7 +186,8 @@ def explore(m, text_a, text_b, method, low, layer, head, row, p, q, seed):
                probs=logits.softmax(-1)[0].tolist(), logits=logits[0].tolist(),
                probs_after=after.softmax(-1)[0].tolist(), logits_after=after[0].tolist(),
                pred_after=int(after[0].argmax()),
-               loss=float(train.loss_sum(logits, pseudo, False)), loss_after=float(train.loss_sum(after, pseudo, False)),
+               loss=float(train.loss_sum(logits, pseudo, False)),  # a batch of one: the sum is the mean
+               loss_after=float(train.loss_sum(after, pseudo, False)),
                A=attns[layer][0, head].tolist(), mask=M[0, head].tolist(),
                dropped_row=int(M[0, head, row].sum()), dropped_head=int(M[0, head].sum()),
                dropped_layer=int(M.sum()), dropped_per_head=M[0].sum((-1, -2)).tolist())

@@ -79,7 +79,8 @@ def test_bad_input_is_a_message(m, tmp_path):
     (broken / "model.safetensors").write_bytes(b"\0" * 100)
     with pytest.raises(session.Problem, match="model.safetensors"):
         session.load(str(broken))
-    (broken / "config.json").write_text(json.dumps({"task": "conll2003", "architectures": ["BertForTokenClassification"]}))
+    ner = {"task": "conll2003", "architectures": ["BertForTokenClassification"]}
+    (broken / "config.json").write_text(json.dumps(ner))
     with pytest.raises(session.Problem, match="token"):
         session.load(str(broken))
     (broken / "config.json").write_text(json.dumps({"task": "sst2", "num_labels": 3}))

@@ -57,7 +57,8 @@ MOVE = """async ([sel, value, want]) => {
   const box = document.querySelector(sel), t0 = performance.now();
   box.value = value;
   box.dispatchEvent(new Event('input', {bubbles: true}));
-  while (!(document.querySelector('#stamp') || {}).textContent?.includes(want)) await new Promise(r => setTimeout(r, 2));
+  const shown = () => (document.querySelector('#stamp') || {}).textContent?.includes(want);
+  while (!shown()) await new Promise(r => setTimeout(r, 2));
   return (performance.now() - t0) / 1000;
 }"""
 TYPE = """async ([text, word]) => {
