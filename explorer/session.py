@@ -120,12 +120,15 @@ def encode(m, text_a, text_b=""):
     if not text_a:
         raise Problem("Type a sentence (the first box is empty).")
     enc = m.tok.encode(text_a, text_b)
-    note = (f"The input was cut to {MAX_LEN} tokens (the model reads at most that many here); the rest is not "
-            "shown.") if enc.overflowing else ""
+    notes = [f"The input was cut to {MAX_LEN} tokens (the model reads at most that many here); the rest is not "
+             "shown."] if enc.overflowing else []
+    if text_b and m.task and data.get_task(m.task).text_b is None:
+        notes.append(f"This model was trained on single sentences ({data.get_task(m.task).name}): it reads the "
+                     "pair, but never saw one in training.")
     encoded, _ = data.encode(m.tok, [data.Example(text_a, text_b, None)])
     batch = next(data.batches(encoded, None, 1, data.pad_token_id(m.tok)))
     del batch["index"]
-    return batch, enc.tokens, note
+    return batch, enc.tokens, " ".join(notes)
 
 
 def scores(m, batch, key, method, layer):
