@@ -15,7 +15,8 @@ cpu.fair_share()  # before torch loads OpenMP: the explorer mostly waits, and sh
 
 
 def main():
-    ap = argparse.ArgumentParser(prog="python -m explorer", description=__doc__.strip().splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m explorer", description="Serves the AD-DROP explorer on "
+                                 "http://127.0.0.1 (this machine only); Ctrl-C stops it.")
     ap.add_argument("--model", default="", help="a train.py output folder (default: the tutorial's, "
                     "runs/tutorial/model, else the pretrained all-MiniLM-L6-v2 with a fresh head)")
     ap.add_argument("--port", type=int, default=None, help="the port (default: 7860, or the next free one)")
@@ -25,7 +26,10 @@ def main():
         from explorer import app
     except ImportError as e:
         sys.exit(f"the explorer needs gradio ({e}): pip install gradio")
-    app.launch(app.build(args.model), server_name="127.0.0.1", server_port=args.port, inbrowser=args.open)
+    try:
+        app.launch(app.build(args.model), server_name="127.0.0.1", server_port=args.port, inbrowser=args.open)
+    except OSError as e:  # the port is taken: said in a line
+        sys.exit(f"python -m explorer: {e}")
 
 
 if __name__ == "__main__":
