@@ -255,10 +255,14 @@ def _real_rows(drop, attention_mask):
       weight), so its mask would change nothing: it gets none;
     - the guard: a row that would lose every real key (all -inf: NaN after softmax) keeps
       them all instead."""
-    # Why it is fast: the guard's "all" and "and" run on the bytes of the bools, as uint8 min and
-    # multiply: the same values, but torch vectorises those and not the bool forms, 3x faster on a CPU.
     real = attention_mask.bool()
     drop &= real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T) real pairs
+    if sync_free(drop.device):
+        lost = (drop | ~real[:, None, None, :]).all(-1, keepdim=True)  # (B, H, T, 1) all real keys dropped
+        return drop & ~lost  # such rows keep everything
+    # Why it is fast on a CPU: the guard's "all" and "and" run on the bytes of the bools, as uint8 min and
+    # multiply: the same values, but torch vectorises those and not the bool forms, 3x faster. (Inductor
+    # cannot compile a bool's view as uint8: hence the plain form above on a GPU and under compile.)
     lost = (drop | ~real[:, None, None, :]).view(torch.uint8).amin(-1, keepdim=True)  # (B, H, T, 1) 1: all real keys dropped
     drop.view(torch.uint8).mul_(1 - lost)  # such rows keep everything
     return drop

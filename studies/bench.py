@@ -363,6 +363,7 @@ def host_syncs(step, device):
     shape): torch.cuda.set_sync_debug_mode warns at each. None on a CPU, where nothing waits."""
     if device.type != "cuda":
         return None
+    step()  # once uncounted: a first call may wait for what it sets up once
     sync(device)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
