@@ -1,6 +1,7 @@
 """
 The studies' tests import the core (train, data, model, ...) from the repository root and the studies' own
-modules (experiments, sweep, compare, bench, ...) from this folder, as the scripts here do when run.
+modules (experiments, sweep, compare, bench, ...) from this folder, as the scripts here do when run, and
+tests/test_cli.py's tiny runs from tests/.
 """
 
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-for folder in (HERE.parent, HERE):
+for folder in (HERE.parent, HERE.parent / "tests", HERE):  # tests/: test_cli's runs, which two tests here reuse
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 

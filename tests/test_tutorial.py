@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parent.parent  # the repository root
 _spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercises" / "make.py")
 make = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make)

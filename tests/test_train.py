@@ -34,7 +34,7 @@ import model
 import settings
 import state
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent  # the repository root
 WORDS = ("the a cat dog sat ran on under mat park house big small red blue quickly slowly "
          "sees likes every some not never river tree old young man woman child bird").split()
 

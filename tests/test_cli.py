@@ -32,7 +32,7 @@ import model
 # slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
 pytestmark = pytest.mark.slow
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent.parent  # the repository root
 WORDS = "the a cat dog sat on mat big small red".split()
 TRAIN = ["--task", "rte", "--limit", "8", "--max-len", "16", "--epochs", "1", "--dev-limit", "8", "--threads", "1"]
 BENCH = ["--config", "base", "--skip-iga", "--no-hf", "--steps", "1", "--warmup", "0", "--threads", "1",
