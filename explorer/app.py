@@ -254,6 +254,7 @@ def build(folder=""):
 
 
 def launch(demo, **kwargs):
-    """demo.launch with the explorer's look: system fonts (gradio's default theme fetches web fonts), its CSS."""
+    """demo.launch with the explorer's look: system fonts (gradio's default theme fetches web fonts), its CSS.
+    No run history: gradio would keep every answer (maps included) in the browser, and each move got slower."""
     theme = gr.themes.Default(font=["system-ui", "sans-serif"], font_mono=["monospace"])
-    return demo.launch(theme=theme, css=CSS, **kwargs)
+    return demo.launch(theme=theme, css=CSS, run_history=False, **kwargs)
