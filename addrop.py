@@ -68,6 +68,19 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
     return masks
 
 
+
+def addrop_step(model, batch, layers, p, q, loss, forward=None, **options):
+    """Algorithm 1, lines 7-9, for one batch: steps 1-3 (addrop_masks: the first pass and the attribution in
+    eval mode, no parameter gradient, a mask M_l per layer in `layers`), then the second forward with those
+    masks, in the mode the model came in (train mode in training), and its loss on the gold labels.
+    Returns (loss(logits, batch["labels"]), masks): the loss to backpropagate, the masks it used.
+    forward: what runs the masked forward, called as the model is (ids, pad, types, masks) and returning
+    (logits, maps); the model by default. train.py passes its DDP wrapper of the same model, which doubles
+    the batch for R-Drop. options: addrop_masks' method, gold, regression, m, low, first_pass, compile."""
+    masks = addrop_masks(model, batch, layers, p, q, **options)
+    logits, _ = (forward or model)(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], masks)
+    return loss(logits, batch["labels"]), masks
+
 @functools.cache
 def whole_graph(fn, backend):
     """fn through torch.compile as ONE graph (fullgraph=True fails on anything it cannot capture): the masks

@@ -200,31 +200,37 @@ def train_step(j, b, adrop):
         torch.compiler.cudagraph_mark_step_begin()  # a new step: CUDA graphs may reuse the last one's memory
     for g in j.opt.param_groups:
         g["lr"] = j.lr * min(1.0, (j.step + 1) / j.warmup_steps) if j.warmup_steps else j.lr
-    masks, dropped = None, torch.zeros((), device=j.device)
-    if adrop:  # Algorithm 1, lines 7-9: attribution, masks, then the masked forward below
-        # on `net`, not the DDP wrapper: attribution and masks are per example and need no
-        # communication, and a forward through the wrapper would make DDP wait for a
+    dropped = torch.zeros((), device=j.device)
+
+    def forward(ids, pad, types, masks):  # through DDP; R-Drop: the batch twice, each copy with its own dropout
+        if args.rdrop:
+            ids, pad, types = torch.cat([ids, ids]), torch.cat([pad, pad]), torch.cat([types, types])
+            masks = None if masks is None else [None if M is None else torch.cat([M, M]) for M in masks]
+        return j.ddp(ids, pad, types, masks)
+
+    def loss(logits, y):
+        return rdrop_loss_sum(logits, y, j.regression, args.rdrop) if args.rdrop else loss_sum(logits, y, j.regression)
+
+    if adrop:  # Algorithm 1, lines 7-9: attribution, masks, the masked forward and its loss (addrop.addrop_step)
+        # attribution on `net`, the masked forward through the DDP wrapper: attribution and masks are per
+        # example and need no communication, and a forward through the wrapper would make DDP wait for a
         # gradient all-reduce that this pass (gradients to A only) never triggers.
         # Precision: under bf16 the attribution pass runs in bf16 like training (it costs what a
         # training forward costs); A comes out of the softmax in float32 (the padding mask
         # promotes the scores), so B = dF/dA is a float32 tensor with bf16-rounded values, and
         # Eq. 6's threshold compares float32 numbers. studies/bench.py --bf16-masks measures how
-        # often the masks then agree with float32's.
+        # often the masks then agree with float32's. The loss casts the logits to float32 first.
         with j.autocast():
-            masks = addrop.addrop_masks(j.net, b, j.layers, args.p, args.q, args.attribution,
-                                        gold=args.labels == "gold", regression=j.regression, m=args.ig_steps,
-                                        low=args.drop_low, first_pass=args.first_pass, compile=args.compile)
+            total, masks = addrop.addrop_step(j.net, b, j.layers, args.p, args.q, loss, forward,
+                                              method=args.attribution, gold=args.labels == "gold",
+                                              regression=j.regression, m=args.ig_steps, low=args.drop_low,
+                                              first_pass=args.first_pass, compile=args.compile)
         count = addrop.whole_graph(addrop.dropped_fraction, args.compile) if args.compile else addrop.dropped_fraction
         dropped = count(masks, b["attention_mask"])
-    ids, pad, types = b["input_ids"], b["attention_mask"], b["token_type_ids"]
-    if args.rdrop:  # R-Drop: the batch twice in one forward, each copy with its own dropout
-        ids, pad, types = torch.cat([ids, ids]), torch.cat([pad, pad]), torch.cat([types, types])
-        if masks is not None:
-            masks = [None if M is None else torch.cat([M, M]) for M in masks]
-    with j.autocast():
-        logits, _ = j.ddp(ids, pad, types, masks)
-    total = rdrop_loss_sum(logits, b["labels"], j.regression, args.rdrop) if args.rdrop \
-        else loss_sum(logits, b["labels"], j.regression)
+    else:
+        with j.autocast():
+            logits, _ = forward(b["input_ids"], b["attention_mask"], b["token_type_ids"], None)
+        total = loss(logits, b["labels"])
     # this rank's part of the global batch mean; DDP averages gradients over ranks, hence * world
     part = total * (weight / n)
     (part * j.world).backward()
