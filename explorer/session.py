@@ -91,7 +91,10 @@ def load(folder=None):
         raise Problem(f"model folder {folder} was trained for {task}, a regression (one output): its attribution "
                       "needs the gold score (Appendix A), which a typed sentence does not have; choose a "
                       "classification model")
-    num_labels = len(labels) if labels else 2
+    num_labels = len(labels) if labels else config.get("num_labels", 2)  # a folder from elsewhere: its own count
+    if not isinstance(num_labels, int) or num_labels < 2:
+        raise Problem(f"model folder {folder}: config.json says num_labels {num_labels!r}; the explorer shows "
+                      "classifiers, with two classes or more")
     if task and config.get("num_labels", num_labels) != num_labels:
         raise Problem(f"model folder {folder}: config.json says num_labels {config['num_labels']}, but {task} has "
                       f"{num_labels} classes; the folder mixes two models")
@@ -105,8 +108,8 @@ def load(folder=None):
     classes = READABLE.get(task) or labels or tuple(f"class {k}" for k in range(num_labels))
     note = ""
     if task is None:
-        note = (f"`{folder}` names no task (not a train.py output folder): its head is fresh, its predictions "
-                "meaningless.")
+        note = (f"`{folder}` names no task (not a train.py output folder): its classes go unnamed, and if it "
+                "holds no classifier, the head is fresh and its predictions meaningless.")
     elif data.get_task(task).text_b is not None:
         note = f"This model was trained on {data.get_task(task).name}, sentence pairs: type both sentences."
     return Loaded(net, tok, tuple(classes), folder, task, note)
