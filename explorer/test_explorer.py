@@ -97,7 +97,7 @@ def _needs(module):
     return pytest.importorskip(module, reason=f"the browser test needs {module} (pip install gradio playwright)")
 
 
-@pytest.mark.slow  # runs `python -m explorer` as a whole script, and a browser: about 30 s
+@pytest.mark.slow  # runs `python -m explorer` as a whole script, and a browser: about 20 s
 def test_in_a_browser(m, tmp_path):
     """Served and driven in chromium: a typed sentence, p and q moved by their number boxes, the seed changed;
     the page's dropped counts equal drop_mask's for the same scores and seed, its prediction the model's; an empty
