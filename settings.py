@@ -56,68 +56,58 @@ RESUME_FREE = ("out", "resume", "log_interval", "threads", "data_dir", "device",
 
 
 def parse_args(argv=None, description=None):
-    """train.py's flags, checked (description: train.py's docstring, for --help)."""
+    """train.py's flags, checked (description: train.py's docstring, for --help), in --help's groups."""
     ap = argparse.ArgumentParser(prog="train.py", description=description,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    for flags in (task_flags, training_flags, addrop_flags, machine_flags, output_flags, study_flags):
+        flags(ap.add_argument_group(flags.__doc__))
+    args = ap.parse_args(argv)
+    check_args(args, ap.error)
+    return args
+
+
+def task_flags(ap):
+    """what to train, on what: the task, weights and data, and their subsets"""
     ap.add_argument("--task", default="rte", help="GLUE task, or conll2003 (NER): " + ", ".join(SETTINGS))
     ap.add_argument("--weights", default=None, help="weights folder, or a name under weights/ (default: all-MiniLM-L6-v2)")
     ap.add_argument("--data-dir", default=None, help="GLUE folder (default: $GLUE_DIR, else data/glue); CoNLL-2003 "
                     "and PAWS are read from its conll2003/ and paws/, or from those folders beside it")
+    ap.add_argument("--limit", type=int, default=None, help="train on a random sample of N training examples, "
+                    "stratified by class and fixed by --seed (every method under one seed sees the same sample)")
+    ap.add_argument("--dev-limit", type=int, default=None, help="score on a random, stratified sample of N dev examples")
+    ap.add_argument("--limit-first", action="store_true", help="--limit and --dev-limit take the FIRST N rows instead "
+                    "(compare_small's runs are made so; GLUE files are ordered, so this is no sample)")
+    ap.add_argument("--holdout", type=float, default=None,
+                    help="set aside this stratified fraction of the training set to pick the best epoch; dev is then only reported")
+    ap.add_argument("--shots", type=int, default=None, help="few-shot: K training examples per class")
+    ap.add_argument("--ood", default=None, help="paws: also score the best epoch's weights on PAWS-Wiki test "
+                    "(out of distribution, for --task mrpc or qqp)")
+
+
+def training_flags(ap):
+    """how to train: Table 4's settings and the loop's own"""
     ap.add_argument("--epochs", type=int, default=None,
                     help="at most this many epochs (default: 4, or the default model's row; the paper: 20-50 with early stopping)")
     ap.add_argument("--lr", type=float, default=None, help="learning rate (default: Table 4, or the default model's row)")
     ap.add_argument("--batch-size", type=int, default=None, help="global batch size, split over torchrun's processes (default: Table 4)")
     ap.add_argument("--max-len", type=int, default=None, help="max tokens per example (default: Table 4; at most the model's position table)")
     ap.add_argument("--seed", type=int, default=0, help="seeds the init of fresh weights, shuffling, the holdout split, dropout and masks")
-    ap.add_argument("--holdout", type=float, default=None,
-                    help="set aside this stratified fraction of the training set to pick the best epoch; dev is then only reported")
     ap.add_argument("--patience", type=int, default=5, help="stop after this many epochs without a better selection metric")
     ap.add_argument("--warmup", type=float, default=0.0, help="fraction of steps of linear lr warm-up (the paper: none)")
     ap.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay, not on biases and LayerNorm")
     ap.add_argument("--dtype", default="fp32", help="fp32, or bf16: forwards and backwards under autocast (weights stay fp32)")
-    ap.add_argument("--out", default=None, help="output folder (default: out/TASK)")
-    ap.add_argument("--resume", action="store_true", help=f"continue the run in --out from its last saved state ({state.STATE})")
-    ap.add_argument("--save-every", type=save_every, default=None, metavar="N or Nm",
-                    help="also save the training state inside an epoch: every N steps, or every N minutes (10m); "
-                         "a SIGKILL then loses at most that much (SIGTERM and SIGUSR1 always save first)")
-    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
-    ap.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
-                    help="run the model through torch.compile (on CUDA with CUDA graphs, mode reduce-overhead), and "
-                         "the masks as whole graphs; every batch is padded to --max-len, one static shape. The first "
-                         "steps compile (about a minute): short runs lose. BACKEND: torch.compile's (default "
-                         "inductor; aot_eager checks the graphs without a C compiler)")
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many training steps (smoke runs)")
-    ap.add_argument("--limit", type=int, default=None, help="train on a random sample of N training examples, "
-                    "stratified by class and fixed by --seed (every method under one seed sees the same sample)")
-    ap.add_argument("--dev-limit", type=int, default=None, help="score on a random, stratified sample of N dev examples")
-    ap.add_argument("--limit-first", action="store_true", help="--limit and --dev-limit take the FIRST N rows instead "
-                    "(compare_small's runs are made so; GLUE files are ordered, so this is no sample)")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 can be faster on a busy machine)")
-    ap.add_argument("--shots", type=int, default=None, help="few-shot: K training examples per class")
-    ap.add_argument("--shots-holdout", action="store_true", help="with --shots K: K other examples per class, drawn "
-                    "by --seed, are held out to pick the epoch (LM-BFF's few-shot convention); dev is only reported")
-    ap.add_argument("--dev-once", action="store_true", help="score dev once, at the end, with the weights of the "
-                    "held-out-best epoch, instead of every epoch (needs --holdout or --shots-holdout)")
-    ap.add_argument("--tie-break", choices=("first", "loss"), default="first", help="between epochs with the same "
-                    "selection metric: the first one keeps its place (default), or the one with the lower loss on "
-                    "the selecting split wins")
-    ap.add_argument("--no-epoch-state", action="store_true", help="do not write the training state after every "
-                    "epoch (runs of many tiny epochs); --save-every and a stop signal still write it")
-    ap.add_argument("--impl", action="append", default=[], metavar="FILE", help="train with a student's model.py "
-                    "or addrop.py (the exercises, e.g. exercises/addrop.py) in place of the real one; repeatable")
-    ap.add_argument("--log-interval", type=int, default=20, help="steps between log lines")
-    ap.add_argument("--no-checkpoint", action="store_true", help="keep only metrics.json (sweeps)")
-    ap.add_argument("--predict", action="store_true", help="at the end, with the best epoch's weights: GLUE's "
-                    "submission files (OUT/RTE.tsv, ...), or for conll2003 OUT/dev_predictions.txt and "
-                    "OUT/test_predictions.txt (conlleval's input) and their scores")
     ap.add_argument("--group-by-length", action=argparse.BooleanOptionalAction, default=None,
                     help="batches of similar lengths, in a seeded order (less padding; default: on for conll2003)")
-    ap.add_argument("--ood", default=None, help="paws: also score the best epoch's weights on PAWS-Wiki test "
-                    "(out of distribution, for --task mrpc or qqp)")
     ap.add_argument("--rdrop", type=float, default=0.0, help="R-Drop: two forwards with their own dropout; the "
                     "mean of their losses plus ALPHA times their symmetric KL (0: off). The R-Drop paper sums the "
                     "two losses, so its alpha is twice this one")
-    # AD-DROP
+    ap.add_argument("--impl", action="append", default=[], metavar="FILE", help="train with a student's model.py "
+                    "or addrop.py (the exercises, e.g. exercises/addrop.py) in place of the real one; repeatable")
+
+
+def addrop_flags(ap):
+    """AD-DROP (Section 2, Algorithm 1)"""
     ap.add_argument("--p", type=float, default=0.0, help="candidate region size, Eq. 6 (0: plain fine-tuning)")
     ap.add_argument("--q", type=float, default=0.0, help="drop rate inside the candidate region, Eq. 7")
     ap.add_argument("--attribution", default="ga", help="ga (gradient), iga (integrated gradient), aa (attention), rd (random)")
@@ -128,9 +118,44 @@ def parse_args(argv=None, description=None):
     ap.add_argument("--drop-low", action="store_true", help="drop LOW-attribution positions instead (Section 2.2)")
     ap.add_argument("--first-pass", default="eval", help="eval: attribution in eval mode (default); train: the "
                     "authors' code's, dropout on and A taken after attention dropout (ga and aa)")
-    args = ap.parse_args(argv)
-    check_args(args, ap.error)
-    return args
+
+
+def machine_flags(ap):
+    """where and how fast: device, threads, compilation"""
+    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (1 can be faster on a busy machine)")
+    ap.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
+                    help="run the model through torch.compile (on CUDA with CUDA graphs, mode reduce-overhead), and "
+                         "the masks as whole graphs; every batch is padded to --max-len, one static shape. The first "
+                         "steps compile (about a minute): short runs lose. BACKEND: torch.compile's (default "
+                         "inductor; aot_eager checks the graphs without a C compiler)")
+
+
+def output_flags(ap):
+    """the run folder: outputs, saving and resuming"""
+    ap.add_argument("--out", default=None, help="output folder (default: out/TASK)")
+    ap.add_argument("--resume", action="store_true", help=f"continue the run in --out from its last saved state ({state.STATE})")
+    ap.add_argument("--save-every", type=save_every, default=None, metavar="N or Nm",
+                    help="also save the training state inside an epoch: every N steps, or every N minutes (10m); "
+                         "a SIGKILL then loses at most that much (SIGTERM and SIGUSR1 always save first)")
+    ap.add_argument("--log-interval", type=int, default=20, help="steps between log lines")
+    ap.add_argument("--no-checkpoint", action="store_true", help="keep only metrics.json (sweeps)")
+    ap.add_argument("--predict", action="store_true", help="at the end, with the best epoch's weights: GLUE's "
+                    "submission files (OUT/RTE.tsv, ...), or for conll2003 OUT/dev_predictions.txt and "
+                    "OUT/test_predictions.txt (conlleval's input) and their scores")
+    ap.add_argument("--no-epoch-state", action="store_true", help="do not write the training state after every "
+                    "epoch (runs of many tiny epochs); --save-every and a stop signal still write it")
+
+
+def study_flags(ap):
+    """the few-shot study's selection (studies/fewshot.py)"""
+    ap.add_argument("--shots-holdout", action="store_true", help="with --shots K: K other examples per class, drawn "
+                    "by --seed, are held out to pick the epoch (LM-BFF's few-shot convention); dev is only reported")
+    ap.add_argument("--dev-once", action="store_true", help="score dev once, at the end, with the weights of the "
+                    "held-out-best epoch, instead of every epoch (needs --holdout or --shots-holdout)")
+    ap.add_argument("--tie-break", choices=("first", "loss"), default="first", help="between epochs with the same "
+                    "selection metric: the first one keeps its place (default), or the one with the lower loss on "
+                    "the selecting split wins")
 
 
 class SaveEvery(NamedTuple):
