@@ -1,62 +1,108 @@
 """
---impl FILE: a student's model.py or addrop.py in place of the real one, for the lessons (conftest.py) and
-for training (train.py), imported as the module of its name before anything imports the real one, so every
-`import addrop` or `import model` (checkpoint.py's too) gets it. A FILE that is not, outside the exercise
-bodies, what exercises/make.py writes today (older, a line deleted, empty) is refused, naming the lines.
+--impl FILE: a student's exercise file (exercises/NN_name.py, written by exercises/make.py) in place of the
+real function, for the lessons (exercises/plugin.py) and for training (train.py). The file runs inside the
+real module (model or addrop): its function replaces the real one there, so that the real code calls the
+student's, and the student's calls the real code, or the student's other exercises where those are given
+too. --impl exercises takes every exercise file of the folder (the capstone). The file is also registered as
+a module of its own name, so that train.py can say which file stands in. A file that cannot stand in (not
+an exercise file, no such function, another signature, a name of the module redefined) is refused by name.
 """
 
+import ast
+import importlib
 import importlib.util
+import inspect
 import sys
 import traceback
 import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-NAMES = ("model.py", "addrop.py")  # the files the exercises blank
 _spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercises" / "make.py")
 make = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make)
 
 
 class ImplError(Exception):
-    """A --impl FILE that cannot stand in for a module: the message names the file and why."""
+    """A --impl FILE that cannot stand in: the message names the file and why."""
+
+
+def exercises(paths):
+    """The exercises of `paths` (--impl values: files, or a folder for each exercise file in it)."""
+    out = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            out += [make.BY_PATH[p.name] for p in sorted(path.glob("[0-9]*.py")) if p.name in make.BY_PATH]
+        elif path.name in make.BY_PATH:
+            out.append(make.BY_PATH[path.name])
+    return out
 
 
 def load(path):
-    """Import the file at path as the module of its name (model, addrop) and register it in sys.modules."""
+    """Load the exercise file at path (or every exercise file of a folder) into its real module; returns
+    the module that stands for the file."""
     path = Path(path)
+    if path.is_dir():
+        files = sorted(p for p in path.glob("[0-9]*.py") if p.name in make.BY_PATH)
+        if not files:
+            raise ImplError(f"--impl {path}: no exercise file in it (python exercises/make.py writes them)")
+        folder = types.ModuleType(path.name)  # the folder as a module, for train.py's check of what took effect
+        folder.__file__ = str(path)
+        for p in files:
+            setattr(folder, p.stem, load(p))
+        if path.name not in sys.modules:
+            sys.modules[path.name] = folder
+        return folder
     if not path.is_file():
         raise ImplError(f"--impl {path}: no such file")
-    if path.name not in NAMES:  # else the real module would be imported, and everything would pass
-        raise ImplError(f"--impl {path}: the file must be named {' or '.join(NAMES)}, the module it replaces")
-    stale(path)
-    if path.stem in sys.modules and Path(sys.modules[path.stem].__file__).resolve() != path.resolve():
-        raise ImplError(f"--impl {path}: the real {path.name} was imported first; --impl must come before it")
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module
+    e = make.BY_PATH.get(path.name)
+    if e is None:
+        raise ImplError(f"--impl {path}: not an exercise file; those are exercises/01_attention.py to "
+                        f"{make.EXERCISES[-1].path}, named as exercises/make.py writes them")
+    real = importlib.import_module(e.file[:-3])
+    text = path.read_text()
     try:
-        spec.loader.exec_module(module)
-    except Exception:  # a syntax error, say: its line, not the import machinery
-        del sys.modules[path.stem]
-        raise ImplError(f"--impl {path} does not import:\n{traceback.format_exc(limit=-1)}") from None
+        tree = ast.parse(text, str(path))
+    except SyntaxError:
+        raise ImplError(f"--impl {path} does not parse:\n{traceback.format_exc(limit=0)}") from None
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | \
+        {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    if e.name not in defined:
+        raise ImplError(f"--impl {path}: it defines no function {e.name}, exercise {e.number}'s")
+    clash = sorted(name for name in defined - {e.name} if name in vars(real))
+    if clash:
+        raise ImplError(f"--impl {path} defines {', '.join(clash)}, which {e.file} has already: it may define "
+                        f"{e.name} and helpers of other names only")
+    before = dict(vars(real))
+    original = before.get(_real_name(e), before[e.name])
+    try:
+        exec(compile(tree, str(path), "exec"), vars(real))  # its globals are the real module's
+    except Exception:
+        vars(real).clear()
+        vars(real).update(before)
+        raise ImplError(f"--impl {path} does not run:\n{traceback.format_exc(limit=-1)}") from None
+    fn, want = vars(real)[e.name], inspect.signature(original)
+    if not callable(fn) or inspect.signature(fn) != want:
+        vars(real).clear()
+        vars(real).update(before)
+        got = inspect.signature(fn) if callable(fn) else "not a function"
+        raise ImplError(f"--impl {path}: {e.name}{got}; expected {e.name}{want}, as exercises/make.py writes it")
+    vars(real)[_real_name(e)] = original
+    module = types.ModuleType(path.stem)  # the file as a module, for train.py's check of what took effect
+    module.__file__, module.exercise = str(path), e
+    setattr(module, e.name, fn)
+    sys.modules[path.stem] = module
     return module
 
 
-def stale(path):
-    """Refuse the file at path unless it is, outside the exercise bodies, what exercises/make.py writes
-    today; one that does not parse is left to the import, which names its line."""
-    text = path.read_text()
-    try:
-        diff = make.stale(path.name, text, str(path)) if text.strip() else "it is empty"
-    except SyntaxError:
-        return
-    except LookupError as e:  # an exercise's function is not there
-        diff = f"{e.args[0]}, one of the exercises"
-    if diff:
-        raise ImplError(f"--impl {path} is not what python exercises/make.py writes today, outside the exercise "
-                        f"bodies (your answers):\n{diff}\nRun python exercises/make.py: it writes exercises/"
-                        f"{path.name} again, keeping your answers (copy yours there first if they live elsewhere)")
+def _real_name(e):
+    """Where the real function is kept, beside the student's, in its module."""
+    return f"_real_{e.name.strip('_')}"
+
+
+def real(module, name):
+    """The real function `name` of module (model or addrop), whether or not a student's replaced it."""
+    return vars(module).get(f"_real_{name.strip('_')}") or getattr(module, name)
 
 
 def from_argv(argv):
@@ -67,13 +113,3 @@ def from_argv(argv):
         return [load(p) for p in paths]
     except ImplError as e:
         sys.exit(f"error: {e}")
-
-
-def rebound(fn, module, name):
-    """fn's code run in `module` (its globals): the real function, calling the student's others. Only a
-    plain function can be rebound so: a wrapper's code is the wrapper's, and a closure's cells would be lost."""
-    if type(fn) is not types.FunctionType or fn.__closure__ or hasattr(fn, "__wrapped__"):
-        raise ImplError(f"--exercise: the real {name} is not a plain function (a wrapper, a closure): make it one")
-    new = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__)
-    new.__kwdefaults__, new.__doc__, new.__qualname__ = fn.__kwdefaults__, fn.__doc__, fn.__qualname__
-    return new

@@ -120,6 +120,24 @@ def bernoulli(shape, prob, generator=None, device=None):
 # -----------------------------------------------------------------------------
 # the encoder
 
+def attention(layer, x, pad, M=None):
+    """Eq. 1 for one layer: A = softmax(q k^T / sqrt(D) + padding mask + M_l), each head's attention
+    probabilities, and v, what A weighs (Layer.forward takes A v on from here, with attention dropout).
+    layer: a Layer, whose q, k, v are its projections (C, C); x (B, T, C) the layer's input; pad (B, 1, 1, T)
+    the additive padding mask (0 on real keys, -inf on padding); M (B, H, T, T) bool AD-DROP mask, True
+    where M_l = -inf, or None. The C channels split into H heads of D = C / H each.
+    Returns A (B, H, T, T) and v (B, H, T, D)."""
+    B, T, C = x.size()
+    H, D = layer.H, C // layer.H
+    # 1/sqrt(D) goes into q's weights, (C, C), rather than onto the scores, (B, H, T, T)
+    s = 1 / math.sqrt(D)
+    q = F.linear(x, layer.q.weight * s, layer.q.bias * s).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    k = layer.k(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    v = layer.v(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+    bias = pad if M is None else pad.masked_fill(M, float("-inf"))  # padding mask + M_l, (B, H, T, T)
+    return F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1), v  # A (B, H, T, T), Eq. 1
+
+
 class Layer(nn.Module):
     """One post-LayerNorm Transformer layer: self-attention, then a feed-forward block."""
 
@@ -154,15 +172,7 @@ class Layer(nn.Module):
         attribution differentiates with respect to it, an input: a compiled model's outputs cannot be
         differentiated with respect to one another, its inputs can (addrop.attribute).
         Returns the new x, (B, T, C) or (B, 1, C), and A, (B, H, T, T)."""
-        B, T, C = x.size()
-        H, D = self.H, C // self.H
-        # 1/sqrt(D) goes into q's weights, (C, C), rather than onto the scores, (B, H, T, T)
-        s = 1 / math.sqrt(D)
-        q = F.linear(x, self.q.weight * s, self.q.bias * s).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        k = self.k(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        v = self.v(x).view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        bias = pad if M is None else pad.masked_fill(M, float("-inf"))  # padding mask + M_l, (B, H, T, T)
-        A = F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1)  # (B, H, T, T), Eq. 1
+        A, v = attention(self, x, pad, M)  # (B, H, T, T), (B, H, T, D): Eq. 1
         if scale is not None:
             A = A * scale
         if dropped_A:  # the tensor the authors' code differentiates: A after attention dropout, rescaled

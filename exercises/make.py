@@ -1,18 +1,20 @@
 """
-Writes the exercises: exercises/model.py and exercises/addrop.py are model.py and addrop.py with the
-bodies of the functions in EXERCISES replaced by a NotImplementedError that gives the exercise's number,
-its equation, its lessons and the command that runs them; every other line is the real file's (ast says
-where bodies start and end, the splice is done on the text). Also writes RESULTS.md's exercise table. A
-lesson names the exercises it checks by a marker, @pytest.mark.exercise(2, 3) (pytest.ini).
+The exercises: one file a function, exercises/NN_name.py, holding only that function's signature, its
+contract (the shapes in and out, what it must return in the paper's terms, the behaviour the lessons check)
+and a blank body; nothing of the real module and nothing that says how. The hints, revealed one at a time
+by python exercises/hint.py N, say how, the last one the recipe. The real model.py and addrop.py keep their
+full docstrings for readers of the core. Also writes RESULTS.md's exercise table. A lesson names the
+exercises it checks by a marker, @pytest.mark.exercise(2, 3) (pytest.ini).
 
-    python exercises/make.py           # after any change to model.py, addrop.py or a lesson: answers are kept
-    python exercises/make.py --force   # start over: every body blank again, answers dropped
+    python exercises/make.py           # writes the exercise files that are missing, and the table
+    python exercises/make.py --force   # every exercise file blank again: answers dropped
 
-test_exercises.py fails until the committed exercise files and the table are what this writes.
+An exercise file runs inside its module (impl.py): the student's function replaces the real one there, so
+that the real code calls it, and it calls the real code (or the student's other exercises, in the capstone).
+tests/test_exercises.py fails until the committed exercise files and the table are what this writes.
 """
 
 import ast
-import difflib
 import functools
 import re
 import sys
@@ -20,56 +22,304 @@ from pathlib import Path
 from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = {"model.py": "test_model.py", "addrop.py": "test_addrop.py"}  # each file's lessons
+HERE = ROOT / "exercises"
+TESTS = {"model.py": "exercises/test_model.py", "addrop.py": "exercises/test_addrop.py"}  # each module's lessons
 TABLE = ("<!-- the exercise table: written by python exercises/make.py from the lessons' markers -->",
          "<!-- end of the exercise table -->")
+AT_HAND = {"model.py": "torch, F (torch.nn.functional), math", "addrop.py": "torch, F (torch.nn.functional)"}
 
 
 class Exercise(NamedTuple):
     number: int
-    file: str        # model.py or addrop.py
-    name: str        # the function, or Class.method, whose body is blanked
-    equation: str    # what it implements, in the paper's terms
-    tip: str = None  # a comment above the blank body; "lesson N" there must be one of its lessons
+    file: str         # model.py or addrop.py: the module whose function the student writes
+    name: str         # the function
+    equation: str     # what it implements, in the paper's terms
+    contract: str     # what the student sees: shapes, what it returns, the behaviour the lessons check
+    hints: tuple      # revealed one at a time; the last is the recipe
+    optional: bool = False
+
+    @property
+    def path(self):
+        """exercises/05_drop_mask.py: the student's file, relative to the repository."""
+        return f"exercises/{self.number:02d}_{self.name.strip('_')}.py"
 
 
 # In the order of the paper and the tutorial: attention (Eq. 1), the first pass and its pseudo labels (Eq. 4),
-# the attribution (Eq. 5), the mask (Eq. 6-7), cross-tuning (Algorithm 1), then the variants.
+# the attribution (Eq. 5), the mask (Eq. 6-7), cross-tuning (Algorithm 1), the variants, then the step that
+# ties them together. A contract says what, never how: it names no function that the answer calls.
 EXERCISES = [
-    Exercise(1, "model.py", "Layer.forward", "Eq. 1, attention with the padding mask and M_l",
-             "A is multiplied by `scale` when one is given (integrated gradients, Eq. 3), and that A is\n"
-             "used and handed out. Attention dropout: dropout() above; with dropped_A the dropped A (rescaled)\n"
-             "is used and handed out, else it acts on A @ v only and A goes out as Eq. 1 defines it.\n"
-             "first_only: cut A to its first query row and x to its first token before A @ v and its dropout\n"
-             "(A goes out whole; with dropped_A the whole A is dropped first, as it goes out): in train mode\n"
-             "the cut sets how many coins dropout draws, hence a training run's result."),
-    Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels"),
-    Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens"),
-    Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward",
-             "runs in eval mode (train mode for first_pass='train') and hands the model back in the\n"
-             "mode it came in (lesson 2). ga: one forward (_unmasked_pass), one autograd.grad;\n"
-             "iga: _integrated_gradients; aa: the maps of model.encoder(..., depth=max(layers) + 1),\n"
-             "no layer above run (lesson 13)."),
-    Exercise(5, "addrop.py", "drop_mask", "Eq. 6-7, the mask",
-             "draw the coin flips as ONE bernoulli((B, H, T, T), q, generator, scores.device), True\n"
-             "where a candidate is dropped (u = 0), so that lesson 7 sees its literal recipe's draws;\n"
-             "end with _real_rows."),
-    Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row"),
-    Exercise(7, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning"),
-    Exercise(8, "addrop.py", "_integrated_gradients", "Eq. 3, integrated gradients",
-             "Layer.forward's `scale` (B, 1, 1, 1) multiplies A. Lesson 5 wants the plain loop's\n"
-             "numbers to 1e-10, however ig_budget cuts the m steps into chunks."),
-    Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline"),
-    Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks",
-             "a sum, not a mean, over the tokens whose label is not IGNORE (lesson 16 moves the others)."),
+    Exercise(1, "model.py", "attention", "Eq. 1, self-attention with the padding mask and M_l", """\
+Eq. 1, one layer's attention probabilities:
+
+    A = softmax(q k^T / sqrt(D) + padding mask + M_l)       q = x W_q + b_q, and k, v likewise
+
+layer    a Layer: layer.q, layer.k, layer.v are its projections, nn.Linear(C, C); layer.H is H, its heads
+x        (B, T, C) the layer's input; the C channels are H heads of D = C / H channels, head h the
+         channels h D to (h + 1) D - 1
+pad      (B, 1, 1, T) the additive padding mask: 0 on real keys, -inf on padding keys
+M        (B, H, T, T) bool, True where M_l = -inf (that query may not look at that key), or None
+returns  (A, v): A (B, H, T, T), for each head and query a distribution over the keys;
+         v (B, H, T, D), the values A weighs, split into heads as q and k are
+
+The lessons run the whole model on your A (its outputs must equal Hugging Face's BERT, RoBERTa and
+ELECTRA to 1e-5), and check that padding changes no real token's output, that every row of A sums to 1
+with nothing on padding keys, and that a mask with one True entry zeroes exactly that entry.""", (
+        "Split the heads first: a (B, T, C) projection viewed as (B, T, H, D), then heads to the front, "
+        "(B, H, T, D). The scores of every head and query are then one batched matrix product.",
+        "Both masks are additive, -inf where a key is hidden: build one (B, H, T, T) tensor that is pad "
+        "where M is False and -inf where M is True (masked_fill), add it to the scores, and take the "
+        "softmax over the keys, the last dimension.",
+        "B, T, C = x.size(); H, D = layer.H, C // layer.H\n"
+        "q = layer.q(x).view(B, T, H, D).transpose(1, 2) / math.sqrt(D)   (k and v likewise, undivided)\n"
+        "bias = pad if M is None else pad.masked_fill(M, float('-inf'))\n"
+        "return F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1), v\n"
+        "(model.py folds 1/sqrt(D) into q's weights instead: fewer multiplications, equal to rounding.)")),
+    Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels", """\
+Step 1 of AD-DROP: the first, unmasked forward of the batch, and the labels to attribute.
+
+model      a Model: model(input_ids, attention_mask, token_type_ids, dropped_A=..., probes=...)
+           returns (logits, [A_l (B, H, T, T)] * L)
+batch      a dict of (B, T) tensors: input_ids, attention_mask, token_type_ids, labels
+labels     the labels to attribute, (B,), or (B, T) for a token task; None for the pseudo labels of
+           Eq. 4: c~ = argmax over the classes of each example's logits (of each token's, for a
+           token task, with IGNORE wherever batch["labels"] is IGNORE)
+dropped_A, probes   handed to the model as they are
+returns    (logits, labels, attns): the model's two outputs and the labels to attribute
+
+The lessons check that a label given is the label used, and that the attribution is that of the
+model's own prediction when none is given.""", (
+        "One forward of the model with no mask; what it returns, plus the labels, is what you return.",
+        "Only when labels is None are they computed, from the logits you already have (Eq. 4). addrop.py "
+        "has that as a function of its own, tokens and IGNORE included.",
+        "logits, attns = model(batch['input_ids'], batch['attention_mask'], batch['token_type_ids'], "
+        "dropped_A=dropped_A, probes=probes)\n"
+        "if labels is None: labels = pseudo_labels(logits, batch)\n"
+        "return logits, labels, attns")),
+    Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens", """\
+Eq. 5's F, the scalar whose gradient dF/dA_l is the attribution B_l.
+
+logits, labels   one of three kinds:
+  classification   logits (B, K), labels (B,) classes:  F = sum_i F_c~i(x_i), the logit of each
+                   example's label, summed over the batch
+  regression       regression=True, logits (B, 1), labels (B,) gold scores y_i:  F = -L,
+                   L = 1/2 sum_i (y^_i - y_i)^2, y^_i the predicted scores
+  token task       logits (B, T, K), labels (B, T), IGNORE where a token is not scored:  F = -L,
+                   L the pseudo loss of Appendix A Eq. 2 (exercise 10): the cross-entropy of each
+                   scored token with its label, summed
+returns          F, a 0-dim tensor
+
+The lessons compare dF/dA with finite differences of the model's logits (to 1e-6) and with the
+loss of a regression head.""", (
+        "Three cases, told apart by the logits' shape and the regression flag; each is one line.",
+        "Classification: pick each row's label column of the logits (gather, or index with arange) and sum. "
+        "Regression: the squared error of the one output, halved, summed, negated. Tokens: minus exercise 10's "
+        "loss, which addrop.py has as a function.",
+        "if logits.dim() == 3: return -pseudo_loss(logits, labels)\n"
+        "if regression: return -0.5 * ((logits.squeeze(-1) - labels) ** 2).sum()\n"
+        "return logits.gather(1, labels[:, None]).sum()")),
+    Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward", """\
+Steps 1-2 of AD-DROP: the attribution scores B_l (B, H, T, T) of each layer l in `layers`, as a dict
+{l: B_l}, with B_l = dF/dA_l (Eq. 5), F Eq. 5's scalar (exercise 3) of the labels (exercise 2: the
+pseudo labels when labels is None), A_l layer l's attention probabilities.
+
+model, batch   a Model and a dict of (B, T) tensors, as in exercise 2
+method   "ga": the gradient, Eq. 5, every selected layer's from ONE backward pass;
+         "iga": integrated gradients with m steps, Eq. 3 (exercise 8; hand ig_budget on to it);
+         "aa": the attention maps A_l themselves (Table 2), from a forward that runs no layer above
+               the highest selected one (the model's encoder takes depth=d to run its lowest d layers)
+         anything else: ValueError
+labels   None (pseudo labels) or the gold labels; with regression=True always batch["labels"]
+first_pass   "eval": the attribution runs with the model in eval mode (no dropout: the pseudo label is
+         the model's actual prediction); "train" (the authors' code): in train mode, and the maps taken
+         after attention dropout (the model hands those out when called with dropped_A=True). "train"
+         is for "ga" and "aa" only: with "iga" it raises ValueError.
+
+Whatever happens, also when it raises, the model goes back to the mode it came in, and no parameter
+gradient is computed or left behind (the .grad fields stay as they were). The lessons check B_l against
+finite differences, one backward against one per layer, and each of these behaviours.""", (
+        "The mode first: remember model.training, switch, and switch back in a finally. Then one case a "
+        "method. For ga, the maps your forward hands out are tensors in the autograd graph: torch.autograd."
+        "grad differentiates F with respect to a list of them at once and touches no .grad field.",
+        "ga: exercise 2's function gives logits, labels and maps; exercise 3's gives F; then "
+        "torch.autograd.grad(F, [attns[l] for l in layers]) under torch.enable_grad(). iga: exercise 8's "
+        "function. aa: model.encoder(ids, mask, types, depth=max(layers) + 1, first_only=True, "
+        "dropped_A=...) under torch.no_grad(). Check first_pass and method before anything runs.",
+        "if regression: labels = batch['labels']\n"
+        "if first_pass == 'train' and method == 'iga': raise ValueError(...)\n"
+        "was = model.training; model.train(first_pass == 'train')\n"
+        "try:\n"
+        "    aa: with torch.no_grad(): _, attns = model.encoder(..., depth=max(layers) + 1, first_only=True, dropped_A=theirs)\n"
+        "    ga: with torch.enable_grad(): logits, labels, attns = _unmasked_pass(model, batch, labels, dropped_A=theirs)\n"
+        "        grads = torch.autograd.grad(objective(logits, labels, regression), [attns[l] for l in layers])\n"
+        "    iga: return _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget)\n"
+        "finally: model.train(was)\n"
+        "(addrop.py differentiates with respect to zero `probes` added to A instead: the same numbers, and "
+        "a compiled model can be differentiated with respect to its inputs only.)")),
+    Exercise(5, "addrop.py", "drop_mask", "Eq. 6-7, the mask", """\
+Step 3 of AD-DROP, for one layer: the mask M_l of Eq. 6-7.
+
+scores           (B, H, T, T) the attribution B_l
+attention_mask   (B, T) 1 on real tokens, 0 on padding
+p, q             the candidate fraction and the drop probability of a candidate
+low              True: the mirror strategy of Section 2.2, the LOWEST scores are the candidates
+generator        the random stream of the coin flips (None: torch's default)
+returns          M (B, H, T, T) bool, True where M_l = -inf: the position is dropped
+
+Per row (example, head, query), with n the example's real length: sort the row's n real scores
+ascending into b^; the candidates (s = 0) are the real keys scoring at or above b^[int(n (1 - p))]
+(Eq. 6); each candidate is dropped where u = 0 (Eq. 7), u drawn as one field of coin flips of shape
+(B, H, T, T) that is 0 with probability q, drawn from `generator` as model.py's dropout draws its own.
+
+Behaviour the lessons check: padding keys are never candidates and padding queries lose nothing;
+p = 0 or q = 0 drops nothing, p = 1 makes every real key a candidate, q = 1 drops every candidate;
+int(n (1 - p)) is exact for every n (at p = 0.9 and n = 10 it is 1, not 0); ties at the threshold are
+all candidates; a row that would lose every real key keeps them all; the mask equals the literal
+recipe's, row by row, with the same coin flips.""", (
+        "Padding keys must never reach the threshold: give them a score that sorts last (+inf) before "
+        "sorting each row. The threshold is one entry per row, its index the same for every row of an "
+        "example; gather reads it. Keep the index in integers: round(1 - p, 6) times 10**6, times n, "
+        "floor-divided by 10**6.",
+        "The coin flips: model.py's bernoulli(shape, prob, generator, device) is True with probability prob, "
+        "drawn as its dropout draws (the lessons compare with those draws): bernoulli((B, H, T, T), q, "
+        "generator, scores.device), True where a candidate is dropped. The edge rows (padding, the guard) "
+        "are exercise 6's function: end with it.",
+        "real = attention_mask.bool()[:, None, None, :]; n = attention_mask.sum(-1); scores = -scores if low\n"
+        "keep = round((1 - p) * 10**6); if q == 0 or keep == 10**6: return all False\n"
+        "idx = n * keep // 10**6                                   # int(n (1 - p)), (B,)\n"
+        "b_hat = scores.masked_fill(~real, inf).sort(-1).values     # (B, H, T, T)\n"
+        "thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1)), "
+        "+inf where idx == n\n"
+        "drop = (scores >= thr) & bernoulli((B, H, T, T), q, generator, scores.device)\n"
+        "return _real_rows(drop, attention_mask)")),
+    Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row", """\
+What both masks (exercises 5 and 9) do last: keep their drops to the positions where dropping is
+allowed and safe.
+
+drop             (B, H, T, T) bool, True where a position would be dropped (you may change it in place)
+attention_mask   (B, T) 1 on real tokens, 0 on padding
+returns          the mask, (B, H, T, T) bool
+
+- only real (query, key) pairs are dropped: a padding key is never dropped, and a padding query's row
+  drops nothing (every later layer gives that token zero weight, so its mask would change nothing);
+- a row that would lose every real key (all -inf: NaN after the softmax) keeps them all instead.
+
+The lessons check both on rows worked by hand and on whole masks.""", (
+        "Two (B, 1, T, 1) and (B, 1, 1, T) views of the real tokens, combined, say which pairs are real.",
+        "A row has lost every real key when every position is dropped or padding: (drop | padding key).all "
+        "over the keys, kept as (B, H, T, 1); such rows become all False.",
+        "real = attention_mask.bool()\n"
+        "drop = drop & real[:, None, :, None] & real[:, None, None, :]\n"
+        "lost = (drop | ~real[:, None, None, :]).all(-1, keepdim=True)\n"
+        "return drop & ~lost")),
+    Exercise(7, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning", """\
+Algorithm 1, cross-tuning: whether epoch `epoch` (counted from 1) runs AD-DROP.
+
+With cross_tuning, plain fine-tuning and AD-DROP alternate, the first epoch plain; without it (Table 2's
+ablation) every epoch runs AD-DROP. Returns a bool.""", (
+        "Which epochs run AD-DROP with cross-tuning: 2, 4, 6, ...",
+        "The parity of the epoch, unless cross_tuning is off.",
+        "return epoch % 2 == 0 if cross_tuning else True")),
+    Exercise(8, "addrop.py", "_integrated_gradients", "Eq. 3, integrated gradients", """\
+Eq. 3, integrated gradients: for each l in `layers`,
+
+    B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
+
+a right Riemann sum of m steps along the straight path from 0 to A_l: only layer l's attention is
+scaled by k/m, every other layer runs as it is. F is Eq. 5's scalar (exercise 3) of `labels` and
+`regression`; when labels is None, of the pseudo labels (Eq. 4) of the unscaled forward.
+
+model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
+               caller chose (exercise 4 sets it)
+ig_budget      how much memory a faster version may use at once; a plain loop may ignore it
+returns        {l: B_l (B, H, T, T)}
+
+A layer runs with its attention scaled when called with scale (B, 1, 1, 1): model.encoder.layers[l]
+(x, pad, scale=...) returns (its output, its A times scale). Running the model piece by piece is what
+model.py's Encoder.forward and Model.forward do. The lessons check completeness (sum of B_l near
+F(A) - F(0) as m grows), m = 1 against A times the gradient, and a plain loop's numbers to 1e-10.""", (
+        "A plain loop is a correct answer: for each layer l and each k, run the model with layer l "
+        "scaled by k/m, take dF/dA at the scaled map, and add it up. Only the layers from l up depend on "
+        "the scale: the input x_l of layer l can be computed once.",
+        "The unscaled pass (under torch.no_grad): x, pad = model.encoder.embed(ids, mask, types), then each "
+        "layer in turn, keeping each input x_l and map A_l; pseudo labels from model.head(x) when labels is "
+        "None. For each l and k: h, A_s = layers[l](x_l, pad, scale=k/m) under torch.enable_grad, the layers "
+        "above, model.head(h), exercise 3's F, torch.autograd.grad(F, A_s). A sentence head reads the first "
+        "token only: the real code also passes first_only to the last layer (it changes no number).",
+        "total = 0; for k in 1..m: h, A_s = enc.layers[l](xs[l], pad, scale=torch.full((B, 1, 1, 1), k / m))\n"
+        "    for i in range(l + 1, L): h, _ = enc.layers[i](h, pad)\n"
+        "    g, = torch.autograd.grad(objective(model.head(h), labels, regression), A_s); total += g\n"
+        "scores[l] = attns[l] * total / m\n"
+        "(addrop.py runs the m steps as one batch of m B examples, in chunks of at most ig_budget "
+        "entries: the same numbers, faster.)")),
+    Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline", """\
+RD, Table 2's random baseline: a mask like exercise 5's, but its candidates a random p-fraction of
+each row, each dropped with probability q, so that every real key is dropped independently with
+probability p q; no attribution, no first pass.
+
+attention_mask   (B, T) 1 on real tokens, 0 on padding
+H                the number of heads
+generator        the random stream (None: torch's default), drawn from as in exercise 5
+returns          M (B, H, T, T) bool, True where dropped, with exercise 5's edge cases: real pairs
+                 only, and a row that would lose every real key keeps them all
+
+Each head draws its own positions. The lessons check the rate p q and the edge cases.""", (
+        "One field of coin flips for the whole (B, H, T, T) mask does it: p q is the probability of "
+        "being a candidate and then dropped.",
+        "Draw it as exercise 5 draws its coin flips (model.py's bernoulli), then end with exercise 6's "
+        "function for the edge cases.",
+        "B, T = attention_mask.size()\n"
+        "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)")),
+    Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks", """\
+Appendix A, Eq. 2: the pseudo loss of a token task, L = -sum_i log P(c~_i | x, i), the cross-entropy
+of every token i with its label c~_i, summed over the tokens of the whole batch.
+
+logits   (B, T, K) each token's logits
+labels   (B, T) each token's label, IGNORE (-100) where a token is not scored (word continuations,
+         special tokens, padding): those add nothing
+returns  L, a 0-dim tensor
+
+The lessons check its gradient against Eq. 3 summed token by token, and that IGNORE tokens move
+nothing.""", (
+        "torch's cross-entropy takes (N, K) logits and (N,) labels, and can skip a label value.",
+        "Flatten the first two dimensions; ignore_index=IGNORE; the reduction is the sum, not the mean.",
+        "return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction='sum')")),
+    Exercise(11, "addrop.py", "addrop_step", "Algorithm 1, lines 7-9: one AD-DROP step", """\
+Algorithm 1, lines 7-9: one AD-DROP step on a batch, the branch of train.py's train_step that runs in
+AD-DROP epochs. The attribution of every selected layer (steps 1-2), a mask M_l per selected layer
+(step 3), then the second forward, with those masks, in train mode, and its loss on the gold labels.
+
+model, batch   a Model, in the mode training left it (train mode), and a dict of (B, T) tensors
+layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
+loss           loss(logits, labels), the training loss of the masked forward's logits
+forward        what runs the masked forward, called as the model is, (ids, pad, types, masks) ->
+               (logits, maps); None: the model itself. train.py passes its DDP wrapper of the same model
+               (which doubles the batch for R-Drop): the attribution runs on `model`, never through it
+options        the other settings of steps 1-3, as train.py's flags give them: method ("ga", "iga", "aa",
+               "rd": RD needs no attribution), gold (attribute the gold labels), regression, m, low,
+               first_pass, compile (None, or a torch.compile backend for the masks). Each must take effect.
+returns        (the loss, the masks): masks a list with one entry per layer of the model, M_l
+               (B, H, T, T) bool for a selected layer and None for the others
+
+The lessons check that the masked forward sees the masks, that the attribution runs in eval mode and
+the model comes back in the mode it came in, that no parameter gradient is left by the attribution,
+and that the loss and masks equal the real step's for the same seed, with each option.""", (
+        "You wrote every piece: the scores (exercise 4) and a mask from them (exercise 5) for each "
+        "selected layer; then one more forward, with the masks, and the loss on batch['labels']. The "
+        "attribution takes care of its own mode.",
+        "addrop.py's entry point, at the top of the file, already does steps 1-3 with every option (RD, "
+        "gold, low, compile): addrop_masks(model, batch, layers, p, q, **options) returns the list of masks.",
+        "masks = addrop_masks(model, batch, layers, p, q, **options)\n"
+        "logits, _ = (forward or model)(batch['input_ids'], batch['attention_mask'], batch['token_type_ids'], masks)\n"
+        "return loss(logits, batch['labels']), masks")),
 ]
 BY_NUMBER = {e.number: e for e in EXERCISES}
+BY_PATH = {Path(e.path).name: e for e in EXERCISES}
 
 
 @functools.cache
 def lessons(test_file):
     """[(test name, label, its marker's exercise numbers)] of test_file in file order, read from the source
-    (test_exercises.py checks that pytest reads the same); label: "6b" for a docstring "Lesson 6b. ...",
+    (tests/test_exercises.py checks that pytest reads the same); label: "6b" for a docstring "Lesson 6b. ...",
     else the name without test_."""
     out = []
     for node in ast.parse((ROOT / test_file).read_text()).body:
@@ -90,24 +340,15 @@ def checked_by(e, names=True):
 
 
 def command(e):
-    """The command that runs exercise e's lessons on the student's file."""
-    return f"python -m pytest {TESTS[e.file]} --impl exercises/{e.file} --exercise {e.number}"
+    """The command that runs exercise e's lessons on the student's file, with the real code for the rest."""
+    return f"python -m pytest {TESTS[e.file]} --impl {e.path}"
 
 
 def message(e):
     """What the blank body raises: first line for pytest's summary, then how to run its lessons."""
-    return (f"Exercise {e.number} ({e.equation}): write {e.name} in exercises/{e.file}\n"
-            f"  checked by {TESTS[e.file]}'s {checked_by(e, names=False)}, with the real code for every other "
-            f"exercise:\n  {command(e)}")
-
-
-def table():
-    """The exercise table of RESULTS.md, from EXERCISES and the lessons' markers."""
-    rows = ["| # | write | equation | checked by (each lesson's docstring gives its tolerance) |", "|---|---|---|---|"]
-    rows += [f"| {e.number} | `{e.file[:-3]}.{e.name}` | {e.equation} | {TESTS[e.file]}: {checked_by(e).replace('_', ' ')} |"
-             for e in EXERCISES]
-    free = [f"{len([x for x in lessons(t) if not x[2]])} of {t}'s" for t in TESTS.values()]
-    return "\n".join(rows) + f"\n\nThe lessons that check no exercise: {' and '.join(free)}."
+    return (f"Exercise {e.number} ({e.equation}): write {e.name} in {e.path}\n"
+            f"  checked by {Path(TESTS[e.file]).name}'s {checked_by(e, names=False)}, with the real code for "
+            f"everything else:\n  {command(e)}")
 
 
 def find(tree, qualname):
@@ -122,95 +363,60 @@ def find(tree, qualname):
 
 
 def body_lines(fn, lines):
-    """The 0-based line range [start, end) of fn's body after its docstring, and its indent; the body
-    runs to its last line indented deeper than the def (a student's closing comment belongs to it)."""
+    """The 0-based line range [start, end) of fn's body after its docstring, and its indent."""
     doc = fn.body[0]
-    if not (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)):
-        raise ValueError(f"{fn.name} has no docstring: an exercise needs one to say what to write")
-    if len(fn.body) < 2 or fn.body[1].lineno <= doc.end_lineno:
-        raise ValueError(f"{fn.name}: the body must start on the line after the docstring")
-    end = fn.end_lineno
-    for i in range(fn.end_lineno, len(lines)):
-        text = lines[i].rstrip()
-        if text and len(text) - len(text.lstrip()) <= fn.col_offset:
-            break
-        if text:
-            end = i + 1
-    return doc.end_lineno, end, " " * doc.col_offset
+    return doc.end_lineno, fn.end_lineno, " " * doc.col_offset
 
 
-def stub(e, indent):
-    """The blank body: the tip as a comment, then the raise."""
+@functools.cache
+def real_source(file):
+    return (ROOT / file).read_text()
+
+
+def signature(e):
+    """The real def line(s) of e's function, up to its docstring."""
+    fn, lines = find(ast.parse(real_source(e.file)), e.name), real_source(e.file).splitlines(keepends=True)
+    return "".join(lines[fn.lineno - 1:fn.body[0].lineno - 1])
+
+
+def real_body(e):
+    """The real function's body after its docstring, as text."""
+    fn, lines = find(ast.parse(real_source(e.file)), e.name), real_source(e.file).splitlines(keepends=True)
+    start, end, _ = body_lines(fn, lines)
+    return "".join(lines[start:end])
+
+
+def contract(e):
+    """What the student sees above the def: the exercise's docstring."""
+    optional = " (optional)" if e.optional else ""
+    return (f'"""\nExercise {e.number} of {len(EXERCISES)}{optional}: {e.name}, {e.equation}.\n\n{e.contract}\n\n'
+            f"Write the body below. It runs inside {e.file}, so {AT_HAND[e.file]} and {e.file}'s\n"
+            f"functions are at hand. Check it alone, with the real code for everything else:\n\n"
+            f"    {command(e)}\n\nStuck? python exercises/hint.py {e.number} gives a hint, one more each time "
+            f'({len(e.hints)} in all).\n"""\n\n\n')
+
+
+def blank(e):
+    """The text of e's exercise file, its body blank: the contract, the signature, the raise."""
     text = message(e)
     assert '"' not in text
-    lines = [f"# Exercise {e.number}: " + e.tip.replace("\n", "\n#   ")] if e.tip else []
-    lines += ["raise NotImplementedError(", '    "' + text.replace("\n", '\\n"\n    "') + '")']
-    return "".join(indent + line + "\n" for part in lines for line in part.split("\n"))
+    return (contract(e) + signature(e) + "    raise NotImplementedError(\n" +
+            "".join('        "' + line + '"\n' for line in text.replace("\n", "\\n\n").split("\n")) + "    )\n")
 
 
-def header(file):
-    """The two comment lines that open an exercise file."""
-    return (f"# {file} with the bodies of its exercises blanked, written by exercises/make.py. Write them in any\n"
-            f"# order; each blank body's message gives the command that checks it, e.g.\n"
-            f"#     {command(next(e for e in EXERCISES if e.file == file))}\n")
+def answered(e, text):
+    """Whether `text`, a student's file of exercise e, has its body written (no longer the blank raise)."""
+    return f'"Exercise {e.number} (' not in text
 
 
-def splice(file, text, new, missing=False):
-    """text with the body of each exercise e of `file` replaced by new(e, indent, body) where that is not
-    None. LookupError for an exercise's function not in text, unless missing=True: then it is passed over."""
-    tree, lines, edits = ast.parse(text), text.splitlines(keepends=True), []
-    for e in (e for e in EXERCISES if e.file == file):
-        try:
-            edits.append((*body_lines(find(tree, e.name), lines), e))
-        except LookupError:
-            if not missing:
-                raise
-    for start, end, indent, e in sorted(edits, key=lambda edit: edit[0], reverse=True):
-        body = new(e, indent, "".join(lines[start:end]))
-        lines[start:end] = [body] if body is not None else lines[start:end]
-    return "".join(lines)
-
-
-def blank(file, source, numbers=None):
-    """source, the real `file`'s text, with its exercises' bodies (or those numbered in `numbers`) blanked."""
-    return header(file) + splice(file, source, lambda e, indent, _: stub(e, indent) if numbers is None
-                                 or e.number in numbers else None)
-
-
-def generate(numbers=None):
-    """{file name: text of its exercise file}, from the real files as they are now."""
-    return {file: blank(file, (ROOT / file).read_text(), numbers) for file in TESTS}
-
-
-def outside_bodies(file, text):
-    """text, an exercise file, with each exercise's body cut down to one line "<answer>": the part this
-    script owns, whatever a student wrote in the bodies. SyntaxError, LookupError as splice."""
-    return splice(file, text, lambda e, indent, _: indent + "<answer>\n")
-
-
-def stale(file, text, name):
-    """A few lines of diff where `text`, a student's `file` called `name`, differs outside the bodies from
-    what this script writes today (header aside: the real file does not), or ''. Raises as splice."""
-    ours, theirs = (outside_bodies(file, t.removeprefix(header(file))) for t in (generate()[file], text))
-    diff = difflib.unified_diff(ours.splitlines(), theirs.splitlines(), "python exercises/make.py writes", name,
-                                n=0, lineterm="")
-    return "\n".join(list(diff)[:12])
-
-
-def answers(file, text):
-    """{number: body} of the exercises of `file` answered in `text`, an exercise file: a body that is
-    no longer the blank one (an exercise newer than the file has none). SyntaxError if text does not parse."""
-    found = {}
-    splice(file, text, lambda e, _, body: found.update({e.number: body}) if f'"Exercise {e.number} (' not in body
-           else None, missing=True)
-    return found
-
-
-def keep_answers(file, fresh, old):
-    """fresh, what this script writes now, with the answers of old (the student's file, maybe from an older
-    model.py or addrop.py) put back in, and the numbers kept; SyntaxError if old does not parse."""
-    kept = answers(file, old)
-    return splice(file, fresh, lambda e, _, __: kept.get(e.number)), sorted(kept)
+def table():
+    """The exercise table of RESULTS.md, from EXERCISES and the lessons' markers."""
+    rows = ["| # | write | in | equation | checked by (each lesson's docstring gives its tolerance) |",
+            "|---|---|---|---|---|"]
+    rows += [f"| {e.number} | `{e.file[:-3]}.{e.name}` | {e.path} | {e.equation} | "
+             f"{TESTS[e.file]}: {checked_by(e).replace('_', ' ')} |" for e in EXERCISES]
+    free = [f"{len([x for x in lessons(t) if not x[2]])} of {t}'s" for t in TESTS.values()]
+    return "\n".join(rows) + f"\n\nThe lessons that check no exercise: {' and '.join(free)}."
 
 
 def with_table(text):
@@ -219,16 +425,19 @@ def with_table(text):
     return text[:start] + "\n" + table() + "\n" + text[end:]
 
 
+def refreshed(e, old):
+    """old, a student's file of e, with the contract above its def written anew and its def and body kept."""
+    start = old.find(f"def {e.name}(")
+    return blank(e) if start < 0 else contract(e) + old[start:]
+
+
 if __name__ == "__main__":
-    for file, text in generate().items():
-        out, kept = ROOT / "exercises" / file, []
-        if out.exists() and "--force" not in sys.argv:
-            try:
-                text, kept = keep_answers(file, text, out.read_text())
-            except SyntaxError as e:
-                sys.exit(f"{out.relative_to(ROOT)} does not parse (line {e.lineno}: {e.msg}), so its answers "
-                         "cannot be kept: fix it, or copy it somewhere and run python exercises/make.py --force")
-        out.write_text(text)
-        print(f"wrote {out.relative_to(ROOT)}" + (f", keeping your answers to exercises {kept}" if kept else ""))
+    force = "--force" in sys.argv
+    for e in EXERCISES:
+        out = ROOT / e.path
+        text = blank(e) if force or not out.exists() else refreshed(e, out.read_text())
+        if not out.exists() or out.read_text() != text:
+            out.write_text(text)
+            print(f"wrote {e.path}" + ("" if force or not answered(e, text) else ", keeping your answer"))
     (ROOT / "RESULTS.md").write_text(with_table((ROOT / "RESULTS.md").read_text()))
     print("wrote the exercise table of RESULTS.md")

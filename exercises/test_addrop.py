@@ -6,22 +6,21 @@ Tests for addrop.py, written as a sequence of lessons: read them top to bottom t
     10-14  the rest: cross-tuning, pseudo vs gold labels, regression, the ablations, --layers
     15-17  token-level tasks (NER, Appendix A): one attribution from many outputs, the pseudo loss
     18     the authors' first pass
+    19-21  the AD-DROP step: Algorithm 1, lines 7-9, as train.py runs it
 
 Everything runs in float64 on a tiny random model, micrograd-style, and is checked against
 autograd, finite differences or a literal re-implementation of the paper's recipe. Each check
 (checks.py) says in words what it measured and what it expected.
 
-    python -m pytest -q test_addrop.py                  # all lessons (a few seconds on a CPU)
-    python -m pytest -q test_addrop.py -k completeness  # one lesson
+    python -m pytest -q exercises/test_addrop.py                  # all lessons (a few seconds on a CPU)
+    python -m pytest -q exercises/test_addrop.py -k completeness  # one lesson
 
-As exercises: exercises/addrop.py is addrop.py with the core bodies blanked (exercises/make.py
-writes it; README.md, section Exercises, gives their order). Write them in any order: each is
-checked alone, its lessons run with the real code for every other exercise:
+As exercises (README.md, section Exercises): each exercise file, exercises/NN_name.py, holds one
+function to write and its contract. --impl runs the lessons of that exercise alone, the student's
+function in place of the real one and the real code for everything else (plugin.py, impl.py):
 
-    python -m pytest test_addrop.py --impl exercises/addrop.py --exercise 4
+    python -m pytest exercises/test_addrop.py --impl exercises/05_drop_mask.py
 
---impl (conftest.py) imports the file as the module of its name before this file is imported,
-so `import addrop` below gets yours (`--impl exercises/model.py` likewise swaps in your model).
 A lesson that reaches a body not written yet fails with that exercise's message alone: its
 number, its equation, and the command that runs only its lessons; a wrong answer, with what
 was measured and what was expected.
@@ -35,6 +34,7 @@ import torch
 import addrop
 import model
 import settings
+import impl
 from checks import close, same, true
 
 CFG = dict(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
@@ -694,3 +694,152 @@ def test_authors_first_pass_equals_ours_without_dropout(method):
     for l in ALL:
         close(a[l], expected[l], f"{method}, layer {l}: the authors' first pass, against the same computed on the "
               "dropped, rescaled maps of model(..., dropped_A=True) in train mode, same random draws", atol=1e-12)
+
+
+@pytest.mark.exercise(4)
+def test_authors_first_pass_is_refused_for_integrated_gradients():
+    """Lesson 18b. The authors' first pass (train mode, each map taken after attention dropout) is offered for
+    GA and AA only. Integrated gradients walks the straight path from 0 to the model's own A_l; a map with
+    dropout's zeros and 1/(1 - p) on it is no point of that path, so attribute refuses IGA with
+    first_pass="train", as it refuses an unknown method: ValueError, the model handed back in its mode."""
+    net, batch = tiny_model(), padded_batch()
+    for method, first_pass in (("iga", "train"), ("gradient", "eval")):
+        for training in (True, False):
+            net.train(training)
+            try:
+                addrop.attribute(net, batch, ALL, method, m=2, first_pass=first_pass)
+                refused = False
+            except ValueError:
+                refused = True
+            true(refused, f"attribute(method={method!r}, first_pass={first_pass!r}) returned scores; expected "
+                 "ValueError: " + ("the authors' first pass is for ga and aa only" if method == "iga" else
+                                   "no such method"))
+            true(net.training == training, f"attribute(method={method!r}, first_pass={first_pass!r}) raised and "
+                 f"handed the model back in {'train' if net.training else 'eval'} mode; it came in "
+                 f"{'train' if training else 'eval'} mode")
+
+# -----------------------------------------------------------------------------
+# 19-21. the AD-DROP step (Algorithm 1, lines 7-9)
+
+
+def loss_sum(logits, labels):
+    """The training loss of a classification batch, summed over its examples (train.py's, without R-Drop)."""
+    return torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+
+
+def watched(net):
+    """net with a record of its calls: [(train mode?, the masks it was given)], and the hook's handle."""
+    calls = []
+
+    def hook(module, args, kwargs):
+        calls.append((module.training, args[3] if len(args) > 3 else kwargs.get("masks")))
+    return calls, net.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def masked_rows(masks):
+    return sum(int(M.sum()) for M in masks if M is not None)
+
+
+@pytest.mark.exercise(11)
+def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
+    """Lesson 19. Algorithm 1's AD-DROP branch: the first pass (the attribution) runs in eval mode, unmasked;
+    then the model runs again, in train mode, with the masks M_l that the attribution chose, one per selected
+    layer and None for the others; and the model comes back in the mode it came in. With `forward` given (train.py
+    passes its DDP wrapper), the masked forward runs through it, and the attribution through the model itself."""
+    net, batch = tiny_model(), padded_batch()
+    for training in (True, False):
+        net.train(training)
+        calls, handle = watched(net)
+        torch.manual_seed(0)
+        try:
+            _, masks = addrop.addrop_step(net, batch, [0, 2], 0.5, 1.0, loss_sum)
+        finally:
+            handle.remove()
+        mode = "train" if training else "eval"
+        true(isinstance(masks, list) and len(masks) == L and masks[1] is None and all(
+             isinstance(masks[l], torch.Tensor) and masks[l].dtype == torch.bool for l in (0, 2)),
+             f"the step returned masks {type(masks).__name__} {masks if not isinstance(masks, list) else len(masks)}; "
+             f"expected a list of {L}, (B, H, T, T) bool for layers 0 and 2 and None for layer 1")
+        true(len(calls) >= 2, f"the model ran {len(calls)} time(s) in the step; expected two passes at least, the "
+             "attribution's and the masked forward")
+        true(not calls[0][0] and calls[0][1] is None, f"the model's first pass (the attribution) ran in "
+             f"{'train' if calls[0][0] else 'eval'} mode, {'with' if calls[0][1] is not None else 'without'} masks; "
+             "expected eval mode, no masks")
+        last_mode, seen = calls[-1]
+        true(last_mode == training, f"the masked forward ran in {'train' if last_mode else 'eval'} mode; the model came "
+             f"in {mode} mode, and the second forward runs in it (train mode in training)")
+        true(seen is not None and all((a is None) == (b is None) and (a is None or torch.equal(a, b))
+                                      for a, b in zip(seen, masks)) and masked_rows(masks) > 0,
+             "the model's last forward was given " + ("no masks" if seen is None else "other masks than those returned")
+             + "; expected the masks the step returns (p = 0.5, q = 1: some positions dropped)")
+        true(net.training == training, f"the step handed the model back in {'train' if net.training else 'eval'} "
+             f"mode; it came in {mode} mode")
+    net.train()
+    through = []
+
+    def forward(*args, **kwargs):
+        through.append(args[3] if len(args) > 3 else kwargs.get("masks"))
+        return net(*args, **kwargs)
+    calls, handle = watched(net)
+    try:
+        addrop.addrop_step(net, batch, ALL, 0.5, 1.0, loss_sum, forward=forward)
+    finally:
+        handle.remove()
+    true(len(through) == 1 and through[0] is not None, f"forward (train.py's DDP wrapper) ran {len(through)} time(s), "
+         f"{'with' if through and through[0] is not None else 'without'} masks; expected once, the masked forward")
+    true(sum(m is not None for _, m in calls) == 1, "with forward given, the model itself was run with masks "
+         f"{sum(m is not None for _, m in calls)} times outside it; expected only the one run through forward")
+
+
+@pytest.mark.exercise(11)
+def test_step_leaves_no_gradient_from_the_attribution():
+    """Lesson 20. The attribution differentiates with respect to the attention maps only: it leaves no gradient
+    on any parameter (a .backward() of F would, and the optimizer would then step on F's gradient as well as the
+    loss's). After the step, before the loss is backpropagated, every .grad is still None; after it, each
+    parameter's gradient is the real step's, to 1e-12 (same seed)."""
+    net, batch = tiny_model(), padded_batch()
+    net.train()
+    net.zero_grad(set_to_none=True)
+    torch.manual_seed(0)
+    loss, _ = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_sum)
+    leaked = [name for name, w in net.named_parameters() if w.grad is not None]
+    true(not leaked, f"after the step, before its loss is backpropagated, {len(leaked)} parameters have a gradient "
+         f"({', '.join(leaked[:3])}, ...); expected none: the attribution may not touch .grad")
+    loss.backward()
+    got = {name: w.grad.clone() for name, w in net.named_parameters()}
+    net.zero_grad(set_to_none=True)
+    torch.manual_seed(0)
+    impl.real(addrop, "addrop_step")(net, batch, ALL, 0.5, 0.5, loss_sum)[0].backward()
+    for name, w in net.named_parameters():
+        close(got[name], w.grad, f"the gradient of {name} from the step's loss, against the real step's (same seed)",
+              atol=1e-12)
+
+
+@pytest.mark.exercise(11)
+@pytest.mark.parametrize("options", [{}, {"gold": True}, {"low": True}, {"method": "aa"}, {"method": "rd"},
+                                     {"method": "iga", "m": 3}, {"first_pass": "train"}],
+                         ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+def test_step_equals_the_real_step(options):
+    """Lesson 21. For the same seed, the step's loss and masks are the real step's, with each option that
+    train.py's flags hand on (--attribution, --labels gold, --drop-low, --ig-steps, --first-pass): the loss
+    to 1e-12, the masks exactly. The loss is the masked forward's on the batch's labels, the gold ones: the
+    pseudo labels are only what the attribution explains."""
+    net, batch = tiny_model(), padded_batch()
+    said = f"the step with {', '.join(f'{k}={v!r}' for k, v in options.items()) or 'the default options'}"
+    results = []
+    for step in (addrop.addrop_step, impl.real(addrop, "addrop_step")):
+        net.train()
+        torch.manual_seed(0)
+        results.append(step(net, batch, [0, 2], 0.5, 0.5, loss_sum, **options))
+    (loss, masks), (want_loss, want_masks) = results
+    true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
+    for l in range(L):
+        got, want = masks[l], want_masks[l]
+        true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
+             f"expected {'None' if want is None else 'a tensor'}")
+        if want is not None:
+            diff = int((got != want).sum())
+            true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
+                 "positions (same seed); expected the same: does each option reach the attribution and the mask?")
+    close(loss, want_loss, f"{said}: its loss, against the real step's (same seed; the masked forward, the labels "
+          "of the batch)", atol=1e-12)

@@ -4,8 +4,8 @@ properties AD-DROP relies on (padding is invisible, attention rows are distribut
 in M_l removes exactly one attention entry, gradients reach every A_l). Sections 6-7 test
 checkpoint.py, which loads and saves the weights: round trips and the loader's refusals.
 
-    python -m pytest -q test_model.py     # run (a few seconds on a CPU)
-    python test_model.py                  # regenerate reference/*.npz (needs transformers)
+    python -m pytest -q exercises/test_model.py     # run (a few seconds on a CPU)
+    python exercises/test_model.py                  # regenerate reference/*.npz (needs transformers)
 
 The comparisons with Hugging Face run two ways. Where transformers is installed, live: a tiny
 random model is built, saved and loaded by our from_pretrained. Everywhere else (CI), against
@@ -13,11 +13,12 @@ reference/*.npz: the same tiny models' weights and their outputs, dumped once wi
 ADDROP_NO_HF=1 skips the live tests, to check that the committed references carry the
 comparison alone.
 
-Exercise 1 (exercises/model.py, Layer.forward) is checked by the lessons on the encoder: the
-references, padding, attention rows, the mask, gradients, `scale` and attention dropout. Each check
-(checks.py) says in words what it measured and what it expected:
+Exercise 1 (exercises/01_attention.py, model.attention, Eq. 1) is checked by the lessons on the
+encoder, which runs it in every layer: the references, padding, attention rows, the mask, gradients,
+`scale` and attention dropout. Each check (checks.py) says in words what it measured and what it
+expected:
 
-    python -m pytest test_model.py --impl exercises/model.py --exercise 1
+    python -m pytest exercises/test_model.py --impl exercises/01_attention.py
 """
 
 import copy
@@ -25,7 +26,10 @@ import json
 import math
 import os
 import re
+import sys
 from pathlib import Path
+
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # run as a script: the core is one folder up
 
 import numpy as np
 import pytest
@@ -37,7 +41,8 @@ import model
 import checks
 from checks import close, same, true
 
-REF = Path(__file__).resolve().parent / "reference"
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "reference"
 TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=37)  # 37: an odd width, so no shape can be right by accident
 LENGTHS = (9, 6, 3)  # the padded test batch: three sentences, T = 9
@@ -898,7 +903,7 @@ def test_first_only_in_train_mode_draws_for_the_first_token_only():
 def _make_reference(names=None):
     """Write reference/<type>-tiny.npz and reference/<type>-tiny-token.npz for bert, roberta and
     electra and, if all-MiniLM-L6-v2 is installed, reference/minilm.npz; names: only the files of
-    these stems (python test_model.py electra-tiny). Weights go into the .npz rather than a
+    these stems (python exercises/test_model.py electra-tiny). Weights go into the .npz rather than a
     committed .safetensors."""
     import tempfile
     import transformers

@@ -1,0 +1,31 @@
+"""
+Exercise 6 of 11: _real_rows, Eq. 6-7's edge cases: real pairs only, never a whole row.
+
+What both masks (exercises 5 and 9) do last: keep their drops to the positions where dropping is
+allowed and safe.
+
+drop             (B, H, T, T) bool, True where a position would be dropped (you may change it in place)
+attention_mask   (B, T) 1 on real tokens, 0 on padding
+returns          the mask, (B, H, T, T) bool
+
+- only real (query, key) pairs are dropped: a padding key is never dropped, and a padding query's row
+  drops nothing (every later layer gives that token zero weight, so its mask would change nothing);
+- a row that would lose every real key (all -inf: NaN after the softmax) keeps them all instead.
+
+The lessons check both on rows worked by hand and on whole masks.
+
+Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
+functions are at hand. Check it alone, with the real code for everything else:
+
+    python -m pytest exercises/test_addrop.py --impl exercises/06_real_rows.py
+
+Stuck? python exercises/hint.py 6 gives a hint, one more each time (3 in all).
+"""
+
+
+def _real_rows(drop, attention_mask):
+    raise NotImplementedError(
+        "Exercise 6 (Eq. 6-7's edge cases: real pairs only, never a whole row): write _real_rows in exercises/06_real_rows.py\n"
+        "  checked by test_addrop.py's lessons 6, 7, 9, 13 and 17, with the real code for everything else:\n"
+        "  python -m pytest exercises/test_addrop.py --impl exercises/06_real_rows.py"
+    )

@@ -1,0 +1,36 @@
+"""
+Exercise 8 of 11: _integrated_gradients, Eq. 3, integrated gradients.
+
+Eq. 3, integrated gradients: for each l in `layers`,
+
+    B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
+
+a right Riemann sum of m steps along the straight path from 0 to A_l: only layer l's attention is
+scaled by k/m, every other layer runs as it is. F is Eq. 5's scalar (exercise 3) of `labels` and
+`regression`; when labels is None, of the pseudo labels (Eq. 4) of the unscaled forward.
+
+model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
+               caller chose (exercise 4 sets it)
+ig_budget      how much memory a faster version may use at once; a plain loop may ignore it
+returns        {l: B_l (B, H, T, T)}
+
+A layer runs with its attention scaled when called with scale (B, 1, 1, 1): model.encoder.layers[l]
+(x, pad, scale=...) returns (its output, its A times scale). Running the model piece by piece is what
+model.py's Encoder.forward and Model.forward do. The lessons check completeness (sum of B_l near
+F(A) - F(0) as m grows), m = 1 against A times the gradient, and a plain loop's numbers to 1e-10.
+
+Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
+functions are at hand. Check it alone, with the real code for everything else:
+
+    python -m pytest exercises/test_addrop.py --impl exercises/08_integrated_gradients.py
+
+Stuck? python exercises/hint.py 8 gives a hint, one more each time (3 in all).
+"""
+
+
+def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget):
+    raise NotImplementedError(
+        "Exercise 8 (Eq. 3, integrated gradients): write _integrated_gradients in exercises/08_integrated_gradients.py\n"
+        "  checked by test_addrop.py's lessons 2, 3, 4, 5, 11 and 17, with the real code for everything else:\n"
+        "  python -m pytest exercises/test_addrop.py --impl exercises/08_integrated_gradients.py"
+    )

@@ -1,0 +1,49 @@
+"""
+Hints for exercise N, one more each call, as rustlings keeps its hints behind `rustlings hint`: the first a
+nudge, the next more, the last the recipe. The hints shown so far are counted in exercises/.hints.json
+(ignored by git), so that a trial can report how many each exercise took.
+
+    python exercises/hint.py 5          # the next hint of exercise 5 (and those before it)
+    python exercises/hint.py --count    # the hints asked so far, per exercise
+    python exercises/hint.py --reset    # start the count again
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import make
+
+COUNT = Path(__file__).resolve().parent / ".hints.json"
+
+
+def counts():
+    return {int(n): k for n, k in json.loads(COUNT.read_text()).items()} if COUNT.is_file() else {}
+
+
+def main(argv):
+    if argv == ["--count"]:
+        seen = counts()
+        for e in make.EXERCISES:
+            print(f"exercise {e.number:2d} {e.name:22s} {seen.get(e.number, 0)} of {len(e.hints)} hints")
+        return
+    if argv == ["--reset"]:
+        COUNT.unlink(missing_ok=True)
+        print("the hint count starts again")
+        return
+    if len(argv) != 1 or not argv[0].isdigit() or int(argv[0]) not in make.BY_NUMBER:
+        sys.exit(f"usage: python exercises/hint.py N, N one of 1 to {len(make.EXERCISES)} (or --count, --reset)")
+    e, seen = make.BY_NUMBER[int(argv[0])], counts()
+    k = min(seen.get(e.number, 0) + 1, len(e.hints))
+    seen[e.number] = k
+    COUNT.write_text(json.dumps({str(n): seen[n] for n in sorted(seen)}) + "\n")
+    print(f"Exercise {e.number} ({e.name}, {e.equation}): hint {k} of {len(e.hints)}"
+          f"{', the recipe' if k == len(e.hints) else ''}\n")
+    for i, hint in enumerate(e.hints[:k], 1):
+        print(f"{i}. " + hint.replace("\n", "\n   ") + "\n")
+    if k < len(e.hints):
+        print(f"(python exercises/hint.py {e.number} again for the next one)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

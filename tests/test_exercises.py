@@ -1,0 +1,290 @@
+"""
+The exercises are honest: each exercise file, exercises/NN_name.py, shows its function's contract and no line
+of its answer, and names no function that the answer calls; its hints come one at a time; each exercise is
+checked alone, by the command its blank body prints, with the real code for everything else; that command
+tells a wrong answer from a right one, in words; and the lessons each exercise names are those its markers say.
+The wrong answers below, held back from the student, are common mistakes, each a small change to the text of
+its exercise's real body.
+"""
+
+import ast
+import contextlib
+import io
+import json
+import multiprocessing
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "exercises"))
+import checks  # noqa: E402
+import hint  # noqa: E402
+import impl  # noqa: E402
+
+make = impl.make  # exercises/make.py
+
+# (exercise, the mistake, text of the real body, what the student wrote instead)
+WRONG = [
+    (1, "no 1/sqrt(D)", "s = 1 / math.sqrt(D)", "s = 1"),
+    (1, "M_l ignored", 'bias = pad if M is None else pad.masked_fill(M, float("-inf"))', "bias = pad"),
+    (1, "the softmax over the queries", "+ bias, dim=-1), v", "+ bias, dim=-2), v"),
+    (2, "the labels given ignored", "if labels is None:", "if True:"),
+    (2, "dropped_A not passed on", ", dropped_A=dropped_A,", ","),
+    (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
+    (3, "regression without the 1/2", "-0.5 * ((", "-(("),
+    (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
+    (4, "AA runs every layer", "depth=max(layers) + 1", "depth=None"),
+    (4, "gradients not turned on", "with torch.enable_grad(), _frozen(model):", "with _frozen(model):"),
+    (4, "IGA accepted with the authors' first pass", 'if theirs and method == "iga":', "if False:"),
+    (5, "a float for the integer index", "n * keep // 10**6", "(n.double() * (1 - p)).long()"),
+    (5, "above the threshold, not at or above", "drop = scores >= thr", "drop = scores > thr"),
+    (5, "q as the probability to keep", "bernoulli((B, H, T, T), q,", "bernoulli((B, H, T, T), 1 - q,"),
+    (6, "no guard", "drop.view(torch.uint8).mul_(1 - lost)", "drop"),
+    (6, "padding queries masked", "real[:, None, :, None] & real[:, None, None, :]", "real[:, None, None, :]"),
+    (7, "the parity flipped", "epoch % 2 == 0", "epoch % 2 == 1"),
+    (8, "A_l not multiplied in", "scores[l] = attns[l] * total / m", "scores[l] = total / m"),
+    (8, "a left Riemann sum", "torch.arange(1, m + 1,", "torch.arange(0, m,"),
+    (9, "p alone for p q", "(B, H, T, T), p * q,", "(B, H, T, T), p,"),
+    (9, "one mask for every head", "attention_mask.device), attention_mask)",
+     "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
+    (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
+    (11, "the masks not given to the second forward", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], None)'),
+    (11, "the options dropped", "p, q, **options)", "p, q)"),
+    (11, "the loss on the pseudo labels", 'loss(logits, batch["labels"])', "loss(logits, logits.argmax(-1))"),
+    (11, "the model left in eval mode", "masks = addrop_masks(", "model.eval(); masks = addrop_masks("),
+    (11, "an attribution by backward()", "masks = addrop_masks(",
+     'model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0].sum().backward(); '
+     "masks = addrop_masks("),
+]
+
+
+def written(e, old=None, new=None):
+    """Exercise e's file with its real body written in, or with `old` replaced by `new` in it (a mistake)."""
+    body = make.real_body(e)
+    if old is not None:
+        assert body.count(old) == 1, f"the wrong answer {old!r} is not once in the body of {e.name}"
+        body = body.replace(old, new)
+    return make.contract(e) + make.signature(e) + body
+
+
+def shown(e):
+    """What the student sees of exercise e before asking for a hint: its file as make.py writes it."""
+    return make.blank(e)
+
+
+def pytest_run(args):
+    """pytest.main(args) in a worker of runs(): exit code, output, the worker's pid, and model or addrop if an
+    earlier run had imported them. Without unraisableexception: its gc.collect()s at exit cost a third of a run."""
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # the lessons use no plugin
+    sys.dont_write_bytecode = False  # under PYTHONDONTWRITEBYTECODE=1 each run would rewrite the lessons' asserts
+    os.chdir(ROOT)
+    torch.set_num_threads(1)  # as many runs at a time as cores: one thread each, none waiting on another's
+    left, out = [m for m in ("model", "addrop") if m in sys.modules], io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = int(pytest.main(["-p", "no:cacheprovider", "-p", "no:unraisableexception", *map(str, args)]))
+    return code, out.getvalue(), os.getpid(), left
+
+
+def where(tmp_path_factory, key, name):
+    """The path of run `key`'s exercise file `name`: a folder of its own, outside exercises/."""
+    return tmp_path_factory.getbasetemp() / re.sub(r"\W+", "_", "-".join(map(str, key)))[:40] / name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every lesson run of the tests below, {key: pytest_run(args)}, or a wrong answer's reason it cannot be
+    written, which fails its test alone. Each run needs an interpreter of its own, where --impl loads before
+    any lesson: a pool forked from a server that has imported torch and pytest, one run per worker
+    (maxtasksperchild) and per hand-out (chunksize; by default a worker runs a chunk in one interpreter)."""
+    def run(key, e, text, *extra, test=None, name=None):
+        (path := where(tmp_path_factory, key, name or Path(e.path).name)).parent.mkdir()
+        path.write_text(text)
+        jobs[key] = [test or make.TESTS[e.file], "--impl", path, *extra]
+        return path
+    jobs, failed = {}, {}
+    for n, mistake, old, new in WRONG:
+        try:
+            run(("wrong", n, mistake), make.BY_NUMBER[n], written(make.BY_NUMBER[n], old, new), "-x", "-q")
+        except AssertionError as reason:
+            failed["wrong", n, mistake] = str(reason)
+    for e in make.EXERCISES:
+        run(("written", e.number), e, written(e), "-q")
+        run(("blank", e.number), e, shown(e), "-x", "-q")
+    everything = where(tmp_path_factory, ("real",), "x").parent
+    everything.mkdir()
+    for e in make.EXERCISES:
+        (everything / Path(e.path).name).write_text(written(e))
+    jobs["real",] = [*make.TESTS.values(), "--impl", everything]
+    e5, e1 = make.BY_NUMBER[5], make.BY_NUMBER[1]
+    run(("pairing",), e5, shown(e5), test=make.TESTS["model.py"])  # exercise 5 given the lessons of exercise 1
+    run(("no function",), e5, make.contract(e5) + "def drop(scores):\n    return scores\n")
+    run(("signature",), e5, written(e5).replace("low=False, generator=None", "low=False"))
+    run(("redefines",), e5, written(e5) + "\n\ndef bernoulli(shape, prob, generator=None, device=None):\n    pass\n")
+    run(("not an exercise",), e1, written(e1), name="attention.py")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["torch", "torch._dynamo", "pytest"])  # _dynamo: checkpoint.py's meta-device op
+    with context.Pool(maxtasksperchild=1) as pool:
+        return {**dict(zip(jobs, pool.map(pytest_run, jobs.values(), chunksize=1))), **failed}
+
+
+@pytest.mark.parametrize("e", make.EXERCISES, ids=lambda e: f"{e.number}-{e.name}")
+def test_committed_files_are_generated(e):
+    """(a) The committed exercise file is, above its def, what exercises/make.py writes from the contract as it
+    is now, and its def is the real signature: a change to the contract or to the real signature reaches the
+    exercises. The body is the student's: an answer written there keeps this test green."""
+    text = (ROOT / e.path).read_text()
+    assert make.refreshed(e, text) == text and make.signature(e) in text, \
+        f"{e.path} is out of date: run python exercises/make.py (it keeps your answer)"
+    assert set(p.name for p in (ROOT / "exercises").glob("[0-9]*.py")) == set(make.BY_PATH), "an exercise file too many"
+
+
+def _code_lines(text):
+    """The lines of code in text, stripped, comments cut; lines of brackets alone left out."""
+    lines = (line.split("  # ")[0].split("# ")[0].strip() for line in text.splitlines())
+    return {line for line in lines if line and not re.fullmatch(r"[()\[\]{},:]+", line)}
+
+
+def _project_functions():
+    """The names of every function and method that model.py and addrop.py define (forward and dunders aside:
+    a model's call is its forward)."""
+    names = set()
+    for file in ("model.py", "addrop.py"):
+        for node in ast.walk(ast.parse((ROOT / file).read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name != "forward" and not node.name.startswith("__"):
+                names.add(node.name)
+    return names
+
+
+@pytest.mark.parametrize("e", make.EXERCISES, ids=lambda e: f"{e.number}-{e.name}")
+def test_contract_holds_no_line_of_the_answer(e):
+    """(b) What the student sees of exercise e before asking for a hint, its file as make.py writes it, holds no
+    line of the real body (code, comments cut), and names no project function that the real body calls:
+    the contract says what, the hints say how. The hints do hold the recipe: the last one quotes the body."""
+    student, body = shown(e), make.real_body(e)
+    leaked = _code_lines(body) & _code_lines(student)
+    assert not leaked, f"{e.path} shows lines of its answer: {sorted(leaked)[:3]}"
+    calls = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
+             for n in ast.walk(ast.parse(make.signature(e) + body)) if isinstance(n, ast.Call)
+             and isinstance(n.func, (ast.Name, ast.Attribute))}
+    named = sorted(name for name in calls & _project_functions() - {e.name} if re.search(rf"\b{name}\b", student))
+    assert not named, f"{e.path} names {named}, which its answer calls"
+    assert "def " + e.name in student and "raise NotImplementedError" in student
+
+
+def test_hints_come_one_at_a_time(tmp_path, monkeypatch, capsys):
+    """(b) Every exercise has at least two hints, the last the recipe; python exercises/hint.py N shows one
+    more each call (the first call the first hint alone), stays at the last, and counts them per exercise in
+    an ignored file, which --count reports."""
+    monkeypatch.setattr(hint, "COUNT", tmp_path / "hints.json")
+    assert "exercises/.hints.json" in (ROOT / ".gitignore").read_text().split()
+    for e in make.EXERCISES:
+        assert len(e.hints) >= 2 and all(h.strip() for h in e.hints), f"exercise {e.number}: too few hints"
+        for k in range(1, len(e.hints) + 2):
+            hint.main([str(e.number)])
+            out = capsys.readouterr().out
+            k = min(k, len(e.hints))
+            assert f"hint {k} of {len(e.hints)}" in out and all(h.split("\n")[0] in out for h in e.hints[:k])
+            assert not any(h.split("\n")[0] in out for h in e.hints[k:]), f"exercise {e.number}: hint {k + 1} shown early"
+    assert json.loads((tmp_path / "hints.json").read_text()) == {str(e.number): len(e.hints) for e in make.EXERCISES}
+    hint.main(["--count"])
+    assert f"exercise 11 addrop_step" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        hint.main(["12"])
+
+
+@pytest.mark.parametrize("test", make.TESTS.values())
+def test_markers_tie_every_exercise_to_lessons(test):
+    """(c) Every exercise has lessons in its module's lesson file; every marker names an exercise of that
+    module; and make.py, which writes the blanks' messages and RESULTS' table from the markers, reads them as
+    pytest does."""
+    module = __import__(Path(test).stem)  # the module pytest collected, where it did
+    for name, _, numbers in make.lessons(test):
+        assert list(numbers) == [n for m in getattr(getattr(module, name), "pytestmark", []) if m.name == "exercise"
+                                 for n in m.args], name
+        assert all(make.TESTS[make.BY_NUMBER[n].file] == test for n in numbers if n in make.BY_NUMBER) and \
+            set(numbers) <= set(make.BY_NUMBER), f"{name} is marked exercise{numbers}: no such exercise of {test}"
+    for e in (e for e in make.EXERCISES if make.TESTS[e.file] == test):
+        assert any(e.number in numbers for _, _, numbers in make.lessons(test)), f"exercise {e.number}: no lesson"
+
+
+def test_tables_agree_with_the_markers():
+    """(c) RESULTS.md's exercise table is what make.py writes; README.md's table gives each exercise's number,
+    function and file, and the command of the first."""
+    results = (ROOT / "RESULTS.md").read_text()
+    assert make.with_table(results) == results, "RESULTS.md's exercise table is out of date: run python exercises/make.py"
+    rows = re.findall(r"^(\d+) \| `([\w.]+)` \| \[?([\w/.]+)", (ROOT / "README.md").read_text(), re.M)
+    assert [(int(n), name, path.split("/")[-1]) for n, name, path in rows] == \
+        [(e.number, e.name, Path(e.path).name) for e in make.EXERCISES]
+    assert make.command(make.EXERCISES[0]) in (ROOT / "README.md").read_text()
+
+
+def test_real_answers_pass_every_lesson(runs):
+    """(d) The real bodies, written into every exercise file and given as the folder (as in the capstone),
+    pass every lesson that checks an exercise; the header shows that --impl took effect. The lessons that
+    check none (loading, speed-ups) run on the real files in the suite itself."""
+    code, out, _, _ = runs["real",]
+    assert code == 0 and "exercises 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 from" in out and " deselected" in out, out
+
+
+@pytest.mark.parametrize("e", make.EXERCISES, ids=lambda e: f"{e.number}-{e.name}")
+def test_each_blank_fails_its_lessons(e, runs, tmp_path_factory):
+    """(e) The blank file fails the command that exercise e's message prints (the first failure stops the run)
+    with exercise e's own message, printed without a traceback by plugin.py: every other exercise is the real
+    code. The file lies outside exercises/, and the message names it where it lies. The run had an
+    interpreter of its own, no model or addrop imported before it, a pid no other run had."""
+    code, out, pid, left = runs["blank", e.number]
+    assert code == 1, out  # 1: tests failed (not 2-5: interrupted, internal or usage error, none collected)
+    assert left == [] and [r[2] for r in runs.values() if not isinstance(r, str)].count(pid) == 1
+    path = str(where(tmp_path_factory, ("blank", e.number), Path(e.path).name))
+    assert make.message(e).replace(e.path, path) in out and "Traceback" not in out, out
+
+
+@pytest.mark.parametrize("e", make.EXERCISES, ids=lambda e: f"{e.number}-{e.name}")
+def test_each_exercise_written_alone_passes(e, runs):
+    """(f) The exercise file with the real body written in passes the command that e's message prints, the
+    real code for everything else: each exercise can be done first."""
+    code, out, _, _ = runs["written", e.number]
+    assert code == 0 and re.search(r"\b\d+ passed", out), out
+
+
+@pytest.mark.parametrize("n, mistake, old, new", WRONG, ids=[f"{w[0]}-{w[1]}" for w in WRONG])
+def test_wrong_answers_fail_in_words(n, mistake, old, new, runs):
+    """(g) Each held-back wrong answer, written into its exercise file, fails its exercise's command, naming the
+    exercise (and test_addrop.py's lesson by number), what was measured, and the hint command, with no tensor
+    printed whole and no traceback. One whose text is no longer in the body fails here alone, naming it."""
+    if isinstance(runs["wrong", n, mistake], str):
+        pytest.fail(runs["wrong", n, mistake])
+    code, out, _, _ = runs["wrong", n, mistake]
+    lesson = r", lesson \d+\w?" if make.BY_NUMBER[n].file == "addrop.py" else ""
+    assert code == 1 and re.search(rf"Exercise {n} \({make.BY_NUMBER[n].name}\){lesson}: ", out), out
+    assert f"python exercises/hint.py {n}" in out and "tensor(" not in out and "Traceback" not in out, out
+
+
+def test_usage_errors_say_what_to_do(runs):
+    """(h) Refused before any lesson runs (exit 4, no traceback), naming the file and why: exercise 5 given
+    exercise 1's lessons (naming test_addrop.py and the command); a file without the exercise's function; one
+    whose function takes other arguments; one that redefines a function of the real module; a file not named
+    as an exercise file."""
+    says = {("pairing",): "lessons are in exercises/test_addrop.py", ("no function",): "defines no function drop_mask",
+            ("signature",): "expected drop_mask(scores, attention_mask, p, q, low=False, generator=None)",
+            ("redefines",): "defines bernoulli, which addrop.py has already",
+            ("not an exercise",): "not an exercise file"}
+    for key, words in says.items():
+        code, out, _, _ = runs[key]
+        assert code == 4 and words in out and "Traceback" not in out, (key, out)
+
+@pytest.mark.parametrize("actual, expected, says", [
+    ([-1.0, 2.0, -3.0], [1.0, -2.0, 3.0], "a flipped sign?"), ([0.25, 0.5, 0.75], [1.0, 2.0, 3.0], "/ 4: a mean for"),
+    ([3.0, 6.0, 9.0], [1.0, 2.0, 3.0], "3 x expected: a sum for"), ([4.0, 7.0, 2.0], [4.0, 6.0, 2.0], "off by one"),
+    ([[1.0, 2.0, 3.0]], [[1.0], [2.0], [3.0]], "a transpose?"), ([1.0, 0.0, 0.5], [0.0, 1.0, 1.0], None)])
+def test_checks_name_the_usual_slips(actual, expected, says):
+    """(j) A failed check names the slip its numbers show (checks._slip: a factor -1, 1/N or N to 1e-3,
+    integers off by exactly one, the sizes in another order), and none where they show none (the last)."""
+    with pytest.raises(checks.Wrong) as failed:
+        checks.close(torch.tensor(actual), torch.tensor(expected), "x", atol=1e-9)
+    assert (says in str(failed.value)) if says else "?" not in str(failed.value), str(failed.value)
