@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAIN_SMOKE = ["--limit", "48", "--dev-limit", "32", "--epochs", "2", "--max-len", "32", "--threads", "1"]
 NEEDS = {"--weights roberta-base": "roberta-base weights and a GPU", "--weights electra-base": "electra-base weights",
          "--nproc_per_node=8": "8 GPUs"}
-NOT_RUN_HERE = ("python -m venv", "python -m pytest -q")  # CI made the venv and runs the suite itself
+NOT_RUN_HERE = ("python -m venv", "python -m pytest -q",  # CI made the venv and runs the suite itself
+                "python -m explorer")  # a server that runs until stopped: .ci/run's browser test starts it
 
 
 def commands(readme):
