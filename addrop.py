@@ -10,8 +10,8 @@ model learns to use the rest. One AD-DROP step (Section 2.3, Figure 3):
      (or integrated gradients, Eq. 3; or the ablations of Table 2)
   3. per row of B: candidates = the top int(n p)-ish positions, each dropped
      with probability q; the mask M is 0 (keep) or -inf (drop)               Eq. 6-7
-  4. forward again with the masks M_l added inside the softmax (Eq. 1) and
-     backpropagate that loss. (train.py)
+  4. forward again with the masks M_l added inside the softmax (Eq. 1): the loss
+     of that pass, on the gold labels, is the one backpropagated (addrop_step)
 
 Cross-tuning (Algorithm 1) alternates: odd epochs plain fine-tuning, even epochs AD-DROP.
 
@@ -23,10 +23,10 @@ differentiate: there the attribution is B_l = -dL/dA_l, L the pseudo loss, the c
 every scored token with its own pseudo label (Appendix A, Eq. 1-2). Only `objective` and
 `pseudo_labels` tell the two kinds apart, by the shape of the logits.
 
-The file reads top-down: first addrop_masks, steps 1-3 for one batch, which train.py calls
-at each AD-DROP step; then the attribution (steps 1-2), the mask (step 3), cross-tuning
-(Algorithm 1), and the variants: integrated gradients, the random baseline, the pseudo loss
-of token tasks.
+The file reads top-down: first addrop_masks, steps 1-3 for one batch, and addrop_step, steps
+1-4, which train.py calls at each AD-DROP step; then the attribution (steps 1-2), the mask
+(step 3), cross-tuning (Algorithm 1), and the variants: integrated gradients, the random
+baseline, the pseudo loss of token tasks.
 """
 
 import functools

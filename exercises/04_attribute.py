@@ -34,6 +34,6 @@ def attribute(model, batch, layers, method="ga", labels=None, regression=False, 
               first_pass="eval"):
     raise NotImplementedError(
         "Exercise 4 (Eq. 5, all selected layers from ONE backward): write attribute in exercises/04_attribute.py\n"
-        "  checked by test_addrop.py's lessons 1, 2, 4, 11, 12, 13 and 18, with the real code for everything else:\n"
+        "  checked by test_addrop.py's lessons 1, 2, 4, 11, 12, 13, 18 and 18b, with the real code for everything else:\n"
         "  python -m pytest exercises/test_addrop.py --impl exercises/04_attribute.py"
     )

@@ -426,9 +426,10 @@ def with_table(text):
 
 
 def refreshed(e, old):
-    """old, a student's file of e, with the contract above its def written anew and its def and body kept."""
+    """old, a student's file of e, with the contract above its def written anew and its def and body kept;
+    a body not answered yet is written anew too (its message names the lessons as they are now)."""
     start = old.find(f"def {e.name}(")
-    return blank(e) if start < 0 else contract(e) + old[start:]
+    return blank(e) if start < 0 or not answered(e, old) else contract(e) + old[start:]
 
 
 if __name__ == "__main__":
