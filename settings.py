@@ -102,8 +102,8 @@ def training_flags(ap):
     ap.add_argument("--rdrop", type=float, default=0.0, help="R-Drop: two forwards with their own dropout; the "
                     "mean of their losses plus ALPHA times their symmetric KL (0: off). The R-Drop paper sums the "
                     "two losses, so its alpha is twice this one")
-    ap.add_argument("--impl", action="append", default=[], metavar="FILE", help="train with a student's model.py "
-                    "or addrop.py (the exercises, e.g. exercises/addrop.py) in place of the real one; repeatable")
+    ap.add_argument("--impl", action="append", default=[], metavar="FILE", help="train with a student's exercise "
+                    "file (exercises/NN_name.py) in place of its function, or --impl exercises for all; repeatable")
 
 
 def addrop_flags(ap):

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 
 import impl
-impl.from_argv(sys.argv[1:] if __name__ == "__main__" else [])  # a student's model.py/addrop.py, before the real ones
+impl.from_argv(sys.argv[1:] if __name__ == "__main__" else [])  # a student's exercise files, before anything runs
 
 import addrop
 import checkpoint

@@ -5,7 +5,8 @@ beside the paper's Table 7 (BERT-base) and the floor each method cannot beat.
     python studies/bench.py                            # the installed all-MiniLM-L6-v2, batch 16 x 128
     python studies/bench.py --config base --skip-iga   # a random BERT-base-sized model (12 layers, 768)
 
-A step is what train.py does per batch: masks = addrop.addrop_masks(...) (not for plain fine-tuning),
+A step is what train.py does per batch: masks = addrop.addrop_masks(...) (not for plain fine-tuning; the
+masks part of addrop.addrop_step),
 the masked forward, cross-entropy, backward, AdamW step, zero_grad; p = 0.7, q = 0.1 (the RTE setting).
 One fixed random batch lives on the device before any clock starts (perf_counter, with a CUDA
 synchronize). After warm-up, the methods run in rounds, each method between two plain steps:

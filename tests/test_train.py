@@ -440,48 +440,40 @@ def test_few_shot_run_holds_out_k_per_class_breaks_ties_by_loss_and_scores_dev_o
 
 @pytest.mark.slow
 def test_impl_trains_with_the_given_file(setup, tmp_path):
-    """train.py --impl FILE trains with FILE in place of the real module: an addrop.py whose is_addrop_epoch
-    always says no makes every epoch of an AD-DROP run plain, and the run names the file it used. A file of
-    another name is refused in one line naming it."""
-    student = tmp_path / "student" / "addrop.py"
+    """train.py --impl FILE trains with FILE's function in place of the real one (impl.py): an exercise file whose
+    is_addrop_epoch always says no makes every epoch of an AD-DROP run plain, and the run names the file it used.
+    A file that is no exercise file (a copy of addrop.py, say) is refused in one line naming it."""
+    student = tmp_path / "student" / "07_is_addrop_epoch.py"
     student.parent.mkdir()
-    real = (HERE / "addrop.py").read_text()
-    student.write_text(real.replace("    return epoch % 2 == 0 if cross_tuning else True", "    return False"))
+    student.write_text("def is_addrop_epoch(epoch, cross_tuning=True):\n    return False\n")
     r = train(setup, tmp_path / "out", "--epochs", "2", "--p", "0.5", "--q", "0.5", "--no-checkpoint",
               "--impl", str(student))
-    assert f"--impl: addrop from {student}" in r.stdout
+    assert f"--impl: 07_is_addrop_epoch from {student}" in r.stdout
     assert [h["kind"] for h in metrics(tmp_path / "out")["history"]] == ["plain", "plain"]
-    wrong = tmp_path / "answers.py"
-    wrong.write_text(real)
+    wrong = tmp_path / "addrop.py"
+    wrong.write_text((HERE / "addrop.py").read_text())
     r = train(setup, tmp_path / "out2", "--epochs", "1", "--impl", str(wrong), check=False)
-    assert r.returncode == 1 and "--impl " + str(wrong) + ": the file must be named model.py or addrop.py" in r.stderr
+    assert r.returncode == 1 and f"--impl {wrong}: not an exercise file" in r.stderr
     assert "Traceback" not in r.stderr
 
 
 @pytest.mark.parametrize("text, says", [
-    ("", "it is empty"),
-    ("without is_addrop_epoch", "no is_addrop_epoch, one of the exercises"),
-    ("without IGNORE", "-IGNORE = "),
-    ("a syntax error in an answer", "does not import"),
+    ("", "defines no function is_addrop_epoch"),
+    ("def is_addrop_epoch(epoch):\n    return True\n", "expected is_addrop_epoch(epoch, cross_tuning=True)"),
+    ("IGNORE = 0\n\n\ndef is_addrop_epoch(epoch, cross_tuning=True):\n    return True\n",
+     "defines IGNORE, which addrop.py has already"),
+    ("def is_addrop_epoch(epoch, cross_tuning=True):\n    return epoch %% 2\n", "does not parse"),
 ])
 def test_impl_refuses_a_file_that_cannot_stand_in(text, says, tmp_path):
-    """train.py --impl FILE with a file that is not what exercises/make.py writes outside the exercise bodies
-    (empty, a function or a constant missing) stops before training, in a message that names the file, what
-    differs and python exercises/make.py, as the lessons' --impl does; one whose answer does not parse gives its
-    own line. No frame of the project's code either way: the student's file is what to fix."""
-    real = (HERE / "addrop.py").read_text()
-    if text == "without is_addrop_epoch":
-        text = real.replace("def is_addrop_epoch(", "def renamed(")
-    elif text == "without IGNORE":
-        text = "\n".join(line for line in real.splitlines() if not line.startswith("IGNORE = "))
-    elif text:
-        text = real.replace("return epoch % 2 == 0 if", "return epoch %% 2 == 0 if")
-    path = tmp_path / "addrop.py"
+    """train.py --impl FILE with an exercise file that cannot stand in for its function (no such function, another
+    signature, a name of the real module redefined, an answer that does not parse) stops before training, in a
+    message that names the file and what is wrong. No frame of the project's code: the student's file is what to
+    fix."""
+    path = tmp_path / "07_is_addrop_epoch.py"
     path.write_text(text)
     r = subprocess.run([sys.executable, str(HERE / "train.py"), "--task", "rte", "--impl", str(path)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and f"--impl {path}" in r.stderr and says in r.stderr, r.stderr
-    assert ("python exercises/make.py" in r.stderr) == (says != "does not import"), r.stderr
     assert str(HERE) not in r.stderr, r.stderr  # no frame of the project's code
 
 
