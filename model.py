@@ -8,7 +8,7 @@ passed as booleans, True where -inf). That is all AD-DROP needs from the model: 
 out for attribution, M_l in for dropping. Two heads: a classifier on the first token
 (GLUE: sequence classification and STS-B regression) and one on every token (NER:
 token classification). Pretrained weights (Hugging Face's config.json + model.safetensors)
-are read and written by checkpoint.py.
+are read and written by support/checkpoint.py.
 
 Letters: B batch, T tokens, C channels, H heads, D = C // H head size, L layers.
 """

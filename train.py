@@ -12,7 +12,7 @@ the --holdout split, which then picks the best epoch); the best checkpoint is ke
 safetensors (it loads back with checkpoint.from_pretrained), with a JSON of the metrics and the
 arguments, and the whole training state after every epoch, every --save-every and on SIGTERM or
 SIGUSR1 (exit code 75; --resume continues exactly where it stopped). The flags and the paper's
-settings are in settings.py, the lock and the training state in state.py.
+settings are in support/settings.py, the lock and the training state in support/state.py.
 """
 
 import itertools
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import cpu
+from support import cpu
 cpu.fair_share()  # before torch loads OpenMP: its threads wait passively on a busy CPU, else spin briefly (cpu.py)
 
 import torch
@@ -40,12 +40,12 @@ import impl
 impl.from_argv(sys.argv[1:] if __name__ == "__main__" else [])  # a student's exercise files, before anything runs
 
 import addrop
-import checkpoint
+from support import checkpoint
 import data
-import download
-import metrics
-import settings
-import state
+from support import download
+from support import metrics
+from support import settings
+from support import state
 
 
 class Split(NamedTuple):

@@ -33,7 +33,7 @@ import torch
 
 import addrop
 import model
-import settings
+from support import settings
 import impl
 from checks import close, same, true
 

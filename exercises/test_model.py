@@ -36,7 +36,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import checkpoint
+from support import checkpoint
 import model
 import checks
 from checks import close, same, true

@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: addrop, model, ...
 
-import cpu
+from support import cpu
 
 cpu.fair_share()  # before torch loads OpenMP: the explorer mostly waits, and shares a busy laptop's cores fairly
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 import addrop
-import checkpoint
+from support import checkpoint
 import data
 import train
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import cpu
+from support import cpu
 
 cpu.fair_share()
 import torch  # noqa: E402  (after fair_share, which must come before torch loads OpenMP)

@@ -48,17 +48,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import cpu
+from support import cpu
 cpu.fair_share()  # before torch loads OpenMP: passive waiting on a busy CPU, else a short spin (cpu.py)
 
 import torch
 import torch.nn.functional as F
 
 import addrop
-import checkpoint
+from support import checkpoint
 import data
 import model as modeling
-import settings
+from support import settings
 import train
 
 P, Q, M_IG = 0.7, 0.1, 20  # the RTE setting; m, the steps of integrated gradients (Eq. 3)

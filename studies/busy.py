@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import cpu  # noqa: E402  (no torch here: the parent never imports it, only the workers do)
+from support import cpu  # noqa: E402  (no torch here: the parent never imports it, only the workers do)
 
 OPTIONS = ("default", "torch", "passive", "threads=1")
 # a busy process: spins until its time is up or its parent is gone (then it is re-parented)
@@ -77,7 +77,7 @@ def worker(name, train_flags):
         cpu.fair_share()
     import torch  # after the environment is final
     import data
-    import settings
+    from support import settings
     import train
     _, threads = option_env(name)
     with tempfile.TemporaryDirectory() as out, open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):

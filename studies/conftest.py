@@ -14,7 +14,7 @@ for folder in (HERE.parent, HERE.parent / "tests", HERE):  # tests/: test_cli's 
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-import checkpoint  # noqa: E402  (after the path is set)
+from support import checkpoint  # noqa: E402  (after the path is set)
 import model as modeling  # noqa: E402
 
 

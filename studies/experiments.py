@@ -18,19 +18,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import cpu
+from support import cpu
 cpu.fair_share()  # before torch loads OpenMP: passive waiting on a busy CPU, else a short spin (cpu.py)
 
 import torch
 
-import checkpoint
+from support import checkpoint
 import compare
 import confirm
 import data
 import fewshot
 import paper
-import settings
-import state
+from support import settings
+from support import state
 from sweep import model_config, setting, sweep, tasks
 
 

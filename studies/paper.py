@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 import addrop
-import checkpoint
+from support import checkpoint
 import data
 from sweep import (Run, fmt, mean_std, model_config, output_base, plt_figure, save_figure, seed_range, seeds_of,
                    setting, table4_pq, tasks, train_flags, write_csv, write_json)

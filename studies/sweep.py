@@ -15,9 +15,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-import checkpoint
-import settings
-import state
+from support import checkpoint
+from support import settings
+from support import state
 import train
 
 # these args may differ between a finished run and its rerun without making the result stale

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import bench
-import checkpoint
+from support import checkpoint
 import test_cli
 
 # slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)

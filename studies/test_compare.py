@@ -11,7 +11,7 @@ import pytest
 
 import compare
 import data
-import metrics
+from support import metrics
 
 # slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
 pytestmark = pytest.mark.slow

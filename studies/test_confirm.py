@@ -11,12 +11,12 @@ import math
 import numpy as np
 import pytest
 
-import checkpoint
+from support import checkpoint
 import compare
 import confirm
 import experiments
 import model as modeling
-import settings
+from support import settings
 import sweep
 
 

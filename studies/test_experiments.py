@@ -19,14 +19,14 @@ import numpy as np
 import pytest
 import torch
 
-import checkpoint
+from support import checkpoint
 import compare
 import data
-import download
+from support import download
 import experiments
 import model as modeling
-import settings
-import state
+from support import settings
+from support import state
 import sweep
 import train
 

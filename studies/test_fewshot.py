@@ -9,12 +9,12 @@ import math
 
 import pytest
 
-import checkpoint
+from support import checkpoint
 import compare
 import experiments
 import fewshot
 import model as modeling
-import settings
+from support import settings
 from sweep import Run
 
 

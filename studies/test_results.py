@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import checkpoint
+from support import checkpoint
 import data
 import experiments
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 import data
-import download
-import metrics
+from support import download
+from support import metrics
 from data import DataError, Example
 
 REAL_GLUE = data.resolve_data_dir()  # $GLUE_DIR, else data/glue in this project
@@ -504,7 +504,7 @@ def minilm_dir():
     """The real all-MiniLM-L6-v2 folder, via checkpoint.py when it is there, else the installed package."""
     candidates = []
     try:
-        from checkpoint import default_weights_dir
+        from support.checkpoint import default_weights_dir
         candidates.append(Path(default_weights_dir()))
     except Exception:
         pass

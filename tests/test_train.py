@@ -28,11 +28,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-import checkpoint
-import metrics as metrics_py
+from support import checkpoint
+from support import metrics as metrics_py
 import model
-import settings
-import state
+from support import settings
+from support import state
 
 HERE = Path(__file__).resolve().parent.parent  # the repository root
 WORDS = ("the a cat dog sat ran on under mat park house big small red blue quickly slowly "
@@ -507,7 +507,7 @@ def test_fair_share_waits_by_the_load_unless_the_user_chose(monkeypatch):
     spin against them; a user's own choice wins: their GOMP_SPINCOUNT stays, and with their OMP_WAIT_POLICY no
     spin count is added (libgomp would let it overrule the policy). Once torch is loaded it changes nothing:
     OpenMP has read its settings, and the environment must keep saying what they are."""
-    import cpu
+    from support import cpu
     monkeypatch.delitem(sys.modules, "torch")  # as before the first import of torch; restored after the test
     monkeypatch.setattr(cpu, "busy_at_start", cpu.busy_at_start)
     monkeypatch.setattr(cpu, "others_busy", lambda: None)  # busy=None measures: here it finds no /proc/stat
@@ -531,7 +531,7 @@ def test_others_busy_reads_the_load_of_this_process_cpus(tmp_path, monkeypatch):
     over the CPUs this process may use: here two fake readings, CPU 0 busy 30 of 40 ticks and CPU 1 idle
     (10 of 40), make 2 * 40 / 80 = 1.0 CPU; a CPU outside the affinity (cpu7), idle columns (idle, iowait) and
     the summary line do not count. No /proc/stat (not Linux): None."""
-    import cpu
+    from support import cpu
     readings = iter([
         "cpu  100 0 100 900 0 0 0 0 0 0\ncpu0 10 0 10 100 0 0 0 0 0 0\ncpu1 10 0 10 100 0 0 0 0 0 0\n"
         "cpu7 0 0 0 100 0 0 0 0 0 0\nintr 5\n",
@@ -552,7 +552,7 @@ def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
     CPU it may use); a user's OMP_WAIT_POLICY is kept, with no spin count beside it and no load measured, and
     --threads N overrides the thread count. The two runs are real
     train.py processes, so the record is what OpenMP was started with."""
-    import cpu
+    from support import cpu
     clean = {k: v for k, v in os.environ.items() if k not in cpu.KEYS}
     cmd = [sys.executable, str(HERE / "train.py"), "--task", "rte", "--weights", str(setup / "w0"), "--data-dir",
            str(setup / "glue"), "--max-len", "24", "--epochs", "1", "--no-checkpoint"]
@@ -807,7 +807,7 @@ def test_a_lock_shared_by_two_processes_beats_until_its_holder_dies(tmp_path, mo
     keeps the lock fresh, and the other is refused although more than STALE_AFTER has passed since the lock
     was written; once the holder is killed (SIGKILL: no release), the lock goes stale and is taken over."""
     out, lock = tmp_path / "out", tmp_path / "out" / "run.lock"
-    holder = subprocess.Popen([sys.executable, "-c", "import state, sys, time\n"
+    holder = subprocess.Popen([sys.executable, "-c", "from support import state; import sys, time\n"
                                "state.HEARTBEAT = 0.1\n"
                                f"with state.run_lock({str(out)!r}):\n"
                                "    print('held', flush=True); time.sleep(60)"],

@@ -15,9 +15,9 @@ from typing import NamedTuple
 import torch
 
 import addrop
-import cpu
+from support import cpu
 import data
-import state
+from support import state
 
 # Table 4 of the paper, per task and model type: lr, batch size, max length, and the p, q it picked
 def _t4(lr, bs, ml, p, q):

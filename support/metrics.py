@@ -11,7 +11,7 @@ The prediction files: GLUE's test-server TSVs and conlleval's input, each writte
 import numpy as np
 
 from addrop import IGNORE  # -100, the label of a sub-token no loss, metric or attribution scores
-from checkpoint import atomic_write
+from support.checkpoint import atomic_write
 from data import CONLL_TAGS, SCORE_RANGE, DataError, get_task
 
 # -----------------------------------------------------------------------------

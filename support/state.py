@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-import checkpoint
+from support import checkpoint
 
 STATE = "train_state.pt"  # the training state, in --out
 LOCK = "run.lock"         # who holds --out, in --out
