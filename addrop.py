@@ -69,15 +69,27 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
 
 
 
-def addrop_step(model, batch, layers, p, q, loss, forward=None, **options):
-    """Algorithm 1, lines 7-9, for one batch: steps 1-3 (addrop_masks: the first pass and the attribution in
-    eval mode, no parameter gradient, a mask M_l per layer in `layers`), then the second forward with those
-    masks, in the mode the model came in (train mode in training), and its loss on the gold labels.
+def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gold=False, regression=False, m=20,
+                low=False, first_pass="eval", compile=None):
+    """Algorithm 1, lines 7-9, for one batch, written out: steps 1-2 (attribute: the first pass and the
+    attribution in eval mode, no parameter gradient; none for RD), step 3 (a mask M_l per layer in `layers`:
+    drop_mask, or random_mask for RD), then the second forward with those masks, in the mode the model came
+    in (train mode in training), and its loss on the gold labels. The masks are addrop_masks', draw for draw.
     Returns (loss(logits, batch["labels"]), masks): the loss to backpropagate, the masks it used.
     forward: what runs the masked forward, called as the model is (ids, pad, types, masks) and returning
     (logits, maps); the model by default. train.py passes its DDP wrapper of the same model, which doubles
-    the batch for R-Drop. options: addrop_masks' method, gold, regression, m, low, first_pass, compile."""
-    masks = addrop_masks(model, batch, layers, p, q, **options)
+    the batch for R-Drop. method, gold, regression, m, low, first_pass, compile: as in addrop_masks."""
+    masks = [None] * model.cfg.num_hidden_layers
+    if method == "rd":  # RD: no attribution, a random mask per layer
+        rd = whole_graph(random_mask, compile) if compile else random_mask
+        for l in layers:
+            masks[l] = rd(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
+    else:
+        scores = attribute(model, batch, layers, method, batch["labels"] if gold else None, regression, m,
+                           first_pass=first_pass)
+        mask = whole_graph(drop_mask, compile) if compile else drop_mask
+        for l in layers:
+            masks[l] = mask(scores[l], batch["attention_mask"], p, q, low=low)
     logits, _ = (forward or model)(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], masks)
     return loss(logits, batch["labels"]), masks
 

@@ -27,6 +27,6 @@ Stuck? python exercises/hint.py 2 gives a hint, one more each time (3 in all).
 def _unmasked_pass(model, batch, labels, dropped_A=False, probes=None):
     raise NotImplementedError(
         "Exercise 2 (Eq. 4, the first pass and its pseudo labels): write _unmasked_pass in exercises/02_unmasked_pass.py\n"
-        "  checked by test_addrop.py's lessons 1, 2, 11 and 18, with the real code for everything else:\n"
+        "  checked by test_addrop.py's lessons 1, 2, 11, 15, 16 and 18, with the real code for everything else:\n"
         "  python -m pytest exercises/test_addrop.py --impl exercises/02_unmasked_pass.py"
     )

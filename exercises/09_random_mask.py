@@ -25,6 +25,6 @@ Stuck? python exercises/hint.py 9 gives a hint, one more each time (3 in all).
 def random_mask(attention_mask, H, p, q, generator=None):
     raise NotImplementedError(
         "Exercise 9 (Table 2's RD, the random baseline): write random_mask in exercises/09_random_mask.py\n"
-        "  checked by test_addrop.py's lessons 13 and 17, with the real code for everything else:\n"
+        "  checked by test_addrop.py's lessons 13, 13b and 17, with the real code for everything else:\n"
         "  python -m pytest exercises/test_addrop.py --impl exercises/09_random_mask.py"
     )

@@ -2,8 +2,9 @@
 Exercise 11 of 11: addrop_step, Algorithm 1, lines 7-9: one AD-DROP step.
 
 Algorithm 1, lines 7-9: one AD-DROP step on a batch, the branch of train.py's train_step that runs in
-AD-DROP epochs. The attribution of every selected layer (steps 1-2), a mask M_l per selected layer
-(step 3), then the second forward, with those masks, in train mode, and its loss on the gold labels.
+AD-DROP epochs. The attribution of every selected layer (steps 1-2, exercise 4), a mask M_l per selected
+layer (step 3, exercise 5; RD's, exercise 9, for method "rd", which needs no attribution), then the
+second forward, with those masks, in train mode, and its loss on the gold labels.
 
 model, batch   a Model, in the mode training left it (train mode), and a dict of (B, T) tensors
 layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
@@ -11,15 +12,20 @@ loss           loss(logits, labels), the training loss of the masked forward's l
 forward        what runs the masked forward, called as the model is, (ids, pad, types, masks) ->
                (logits, maps); None: the model itself. train.py passes its DDP wrapper of the same model
                (which doubles the batch for R-Drop): the attribution runs on `model`, never through it
-options        the other settings of steps 1-3, as train.py's flags give them: method ("ga", "iga", "aa",
-               "rd": RD needs no attribution), gold (attribute the gold labels), regression, m, low,
-               first_pass, compile (None, or a torch.compile backend for the masks). Each must take effect.
+method, gold, regression, m, low, first_pass
+               the settings of steps 1-3, as train.py's flags give them: the attribution ("ga", "iga",
+               "aa", or "rd"), gold (batch["labels"] explained instead of the pseudo labels), a regression
+               head, IGA's steps, the mirror strategy, the first pass's mode. Each must take effect.
+compile        None, or a torch.compile backend: each mask then built as one compiled graph (train.py
+               --compile; hint 2 says with what)
 returns        (the loss, the masks): masks a list with one entry per layer of the model, M_l
                (B, H, T, T) bool for a selected layer and None for the others
 
-The lessons check that the masked forward sees the masks, that the attribution runs in eval mode and
-the model comes back in the mode it came in, that no parameter gradient is left by the attribution,
-and that the loss and masks equal the real step's for the same seed, with each option.
+Compose the step from your pieces: addrop.py's addrop_masks, which does steps 1-3 in one call, refuses to
+run while the lessons run your step. The lessons check that the masked forward sees the masks, that the
+attribution runs in eval mode and the model comes back in the mode it came in, that no parameter gradient
+is left by the attribution, and that the loss and masks equal the real step's for the same seed, with each
+option.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:
@@ -30,7 +36,8 @@ Stuck? python exercises/hint.py 11 gives a hint, one more each time (3 in all).
 """
 
 
-def addrop_step(model, batch, layers, p, q, loss, forward=None, **options):
+def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gold=False, regression=False, m=20,
+                low=False, first_pass="eval", compile=None):
     raise NotImplementedError(
         "Exercise 11 (Algorithm 1, lines 7-9: one AD-DROP step): write addrop_step in exercises/11_addrop_step.py\n"
         "  checked by test_addrop.py's lessons 19, 20 and 21, with the real code for everything else:\n"

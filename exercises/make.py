@@ -285,8 +285,9 @@ nothing.""", (
         "return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction='sum')")),
     Exercise(11, "addrop.py", "addrop_step", "Algorithm 1, lines 7-9: one AD-DROP step", """\
 Algorithm 1, lines 7-9: one AD-DROP step on a batch, the branch of train.py's train_step that runs in
-AD-DROP epochs. The attribution of every selected layer (steps 1-2), a mask M_l per selected layer
-(step 3), then the second forward, with those masks, in train mode, and its loss on the gold labels.
+AD-DROP epochs. The attribution of every selected layer (steps 1-2, exercise 4), a mask M_l per selected
+layer (step 3, exercise 5; RD's, exercise 9, for method "rd", which needs no attribution), then the
+second forward, with those masks, in train mode, and its loss on the gold labels.
 
 model, batch   a Model, in the mode training left it (train mode), and a dict of (B, T) tensors
 layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
@@ -294,21 +295,36 @@ loss           loss(logits, labels), the training loss of the masked forward's l
 forward        what runs the masked forward, called as the model is, (ids, pad, types, masks) ->
                (logits, maps); None: the model itself. train.py passes its DDP wrapper of the same model
                (which doubles the batch for R-Drop): the attribution runs on `model`, never through it
-options        the other settings of steps 1-3, as train.py's flags give them: method ("ga", "iga", "aa",
-               "rd": RD needs no attribution), gold (attribute the gold labels), regression, m, low,
-               first_pass, compile (None, or a torch.compile backend for the masks). Each must take effect.
+method, gold, regression, m, low, first_pass
+               the settings of steps 1-3, as train.py's flags give them: the attribution ("ga", "iga",
+               "aa", or "rd"), gold (batch["labels"] explained instead of the pseudo labels), a regression
+               head, IGA's steps, the mirror strategy, the first pass's mode. Each must take effect.
+compile        None, or a torch.compile backend: each mask then built as one compiled graph (train.py
+               --compile; hint 2 says with what)
 returns        (the loss, the masks): masks a list with one entry per layer of the model, M_l
                (B, H, T, T) bool for a selected layer and None for the others
 
-The lessons check that the masked forward sees the masks, that the attribution runs in eval mode and
-the model comes back in the mode it came in, that no parameter gradient is left by the attribution,
-and that the loss and masks equal the real step's for the same seed, with each option.""", (
-        "You wrote every piece: the scores (exercise 4) and a mask from them (exercise 5) for each "
-        "selected layer; then one more forward, with the masks, and the loss on batch['labels']. The "
-        "attribution takes care of its own mode.",
-        "addrop.py's entry point, at the top of the file, already does steps 1-3 with every option (RD, "
-        "gold, low, compile): addrop_masks(model, batch, layers, p, q, **options) returns the list of masks.",
-        "masks = addrop_masks(model, batch, layers, p, q, **options)\n"
+Compose the step from your pieces: addrop.py's addrop_masks, which does steps 1-3 in one call, refuses to
+run while the lessons run your step. The lessons check that the masked forward sees the masks, that the
+attribution runs in eval mode and the model comes back in the mode it came in, that no parameter gradient
+is left by the attribution, and that the loss and masks equal the real step's for the same seed, with each
+option.""", (
+        "You wrote every piece: the scores (exercise 4) and a mask from them (exercise 5) for each selected "
+        "layer, or RD's random mask (exercise 9) with no scores at all; then one more forward, with the masks, "
+        "and the loss on batch['labels']. The attribution takes care of its own mode.",
+        "The masks are a list of model.cfg.num_hidden_layers entries, None but for the selected layers. The "
+        "attribution is attribute(model, batch, layers, method, labels, regression, m, first_pass=...), with "
+        "labels batch['labels'] when gold and None otherwise; the masks drop_mask(scores[l], "
+        "batch['attention_mask'], p, q, low=low), or random_mask(batch['attention_mask'], "
+        "model.cfg.num_attention_heads, p, q). With compile, call whole_graph(drop_mask, compile) (or of "
+        "random_mask) in their place.",
+        "masks = [None] * model.cfg.num_hidden_layers\n"
+        "if method == 'rd': masks[l] = random_mask(batch['attention_mask'], H, p, q) for each l in layers "
+        "(through whole_graph(random_mask, compile) when compile)\n"
+        "else: scores = attribute(model, batch, layers, method, batch['labels'] if gold else None, regression, m, "
+        "first_pass=first_pass)\n"
+        "      masks[l] = drop_mask(scores[l], batch['attention_mask'], p, q, low=low) for each l in layers "
+        "(through whole_graph(drop_mask, compile) when compile)\n"
         "logits, _ = (forward or model)(batch['input_ids'], batch['attention_mask'], batch['token_type_ids'], masks)\n"
         "return loss(logits, batch['labels']), masks")),
 ]

@@ -27,6 +27,7 @@ was measured and what was expected.
 """
 
 import math
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -35,7 +36,7 @@ import addrop
 import model
 from support import settings
 import impl
-from checks import close, same, true
+from checks import Wrong, close, same, true
 
 CFG = dict(vocab_size=50, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
            intermediate_size=24, max_position_embeddings=32)
@@ -88,15 +89,16 @@ def pseudo_labels(net, batch):
         return run(net, batch)[0].argmax(-1)  # Eq. 4
 
 
-def keys(positions):
-    """A set of key positions in words: '0-3, 7', or 'none'."""
+def keys(positions, what="key"):
+    """A set of key positions in words, by index: 'key indices 0-3, 7', 'key index 1', or 'none'."""
     runs = []
     for k in sorted(positions):
         if runs and k == runs[-1][1] + 1:
             runs[-1][1] = k
         else:
             runs.append([k, k])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "none"
+    said = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return f"{what} {'index' if len(positions) == 1 else 'indices'} {said}" if said else "none"
 
 # -----------------------------------------------------------------------------
 # 1-5. attribution
@@ -238,8 +240,8 @@ def mask_of_row(row, attention_mask, p, q, low=False):
          f"drop_mask gave a {M.dtype} mask of shape {tuple(M.shape)}; expected torch.bool, (B, H, T, T) = (1, 1, {T}, {T})")
     M = M[0, 0]  # (T, T)
     padding = torch.nonzero(M[~real].any(-1)).flatten() + int(real.sum())
-    true(not M[~real].any(), f"drop_mask (p = {p}, q = {q}) dropped keys in the rows of padding queries "
-         f"{keys(padding.tolist())}; expected those rows left alone")
+    true(not M[~real].any(), f"drop_mask (p = {p}, q = {q}) dropped keys in the rows of the padding "
+         f"queries at {keys(padding.tolist(), 'query')}; expected those rows left alone")
     return M[real]
 
 
@@ -271,22 +273,22 @@ def test_mask_by_hand():
         got = dropped_keys(mask_of_row(row, real, p, q=1))
         why = ("every real key is a candidate, and a row that would lose them all keeps them all" if p == 1 else
                "the real keys scoring at or above b^[int(n (1 - p))], each dropped as q = 1")
-        true(got == candidates, f"{said}, p = {p}, q = 1: dropped keys {keys(got)}; expected {keys(candidates)}: {why}")
+        true(got == candidates, f"{said}, p = {p}, q = 1: dropped {keys(got)}; expected {keys(candidates)}: {why}")
         got = dropped_keys(mask_of_row(row, real, p, q=0))
-        true(got == set(), f"{said}, p = {p}, q = 0: dropped keys {keys(got)}; expected none: q = 0 drops nothing")
+        true(got == set(), f"{said}, p = {p}, q = 0: dropped {keys(got)}; expected none: q = 0 drops nothing")
     # the mirror strategy of Section 2.2 (low=True) takes the LOWEST scores; padding (-9.0) still never
     got = dropped_keys(mask_of_row(row, real, 0.5, q=1, low=True))
-    true(got == {0, 2}, f"{said}, low=True, p = 0.5, q = 1: dropped keys {keys(got)}; expected 0, 2, the lowest "
+    true(got == {0, 2}, f"{said}, low=True, p = 0.5, q = 1: dropped {keys(got)}; expected key indices 0, 2, the lowest "
          "real scores (Section 2.2's mirror strategy)")
     # the float trap: 10 * (1 - 0.9) = 0.9999999999999998, whose int() is 0, which would make all ten
     # keys candidates; the intended index is 1: every key but the lowest (key 3) is dropped
     got = dropped_keys(mask_of_row([5, 2, 7, 0, 9, 4, 8, 1, 6, 3], [1] * 10, 0.9, q=1))
-    true(got == set(range(10)) - {3}, f"ten keys scored 5, 2, 7, 0, 9, 4, 8, 1, 6, 3, p = 0.9, q = 1: dropped keys "
-         f"{keys(got)}; expected every key but the lowest, key 3: int(n (1 - p)) is 1, though in floating point "
+    true(got == set(range(10)) - {3}, f"ten keys scored 5, 2, 7, 0, 9, 4, 8, 1, 6, 3, p = 0.9, q = 1: dropped "
+         f"{keys(got)}; expected every key but the lowest, key index 3: int(n (1 - p)) is 1, though in floating point "
          "10 * (1 - 0.9) is 0.9999999999999998")
     # ties at the threshold are all candidates ("at or above" b^[idx]): n = 6, p = 0.5, b^[3] = 2
     got = dropped_keys(mask_of_row([1, 2, 2, 2, 3, 0], [1] * 6, 0.5, q=1))
-    true(got == {1, 2, 3, 4}, f"scores 1, 2, 2, 2, 3, 0, p = 0.5, q = 1: dropped keys {keys(got)}; expected 1-4: "
+    true(got == {1, 2, 3, 4}, f"scores 1, 2, 2, 2, 3, 0, p = 0.5, q = 1: dropped {keys(got)}; expected key indices 1-4: "
          "every key at or above b^[3] = 2, the ties included")
 
 
@@ -295,8 +297,8 @@ def test_threshold_index_is_exact_on_long_rows():
     """Lesson 6b. int(n(1-p)) must be exact for every real length, not only short ones: with
     n = 75 and p = 0.16, n(1-p) = 63, so exactly 75 - 63 = 12 distinct keys are candidates."""
     got = dropped_keys(mask_of_row([float(j) for j in range(75)], [1] * 75, 0.16, q=1))
-    true(got == set(range(63, 75)), f"75 keys scored 0 to 74, p = 0.16, q = 1: dropped keys {keys(got)}; expected "
-         "63-74: n (1 - p) = 63 exactly")
+    true(got == set(range(63, 75)), f"75 keys scored 0 to 74, p = 0.16, q = 1: dropped {keys(got)}; expected "
+         "key indices 63-74: n (1 - p) = 63 exactly")
 
 
 def paper_mask(scores, attention_mask, p, q):
@@ -345,7 +347,8 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     extra, missing = int((fast & ~paper).sum()), int((paper & ~fast).sum())
     true(extra == missing == 0, f"{said}, against Eq. 6-7 taken literally, row by row, with the same coin flips: "
          f"it drops {extra} positions the recipe keeps and keeps {missing} that it drops, of {paper.numel()}; "
-         "expected the same mask")
+         "expected the same mask. The convention: True = dropped; a candidate is dropped with probability q "
+         "(the coin flip that is True with probability q drops it), kept with probability 1 - q")
 
 
 @pytest.mark.parametrize("prob", [0.02, 0.2, 0.6])
@@ -526,6 +529,35 @@ def test_attention_and_random_ablations():
          "(one draw of the whole (B, H, T, T))")
 
 
+
+@pytest.mark.exercise(9)
+def test_random_mask_is_one_draw_at_pq():
+    """Lesson 13b. RD draws ONE field of coin flips over the whole (B, H, T, T) mask, each True with
+    probability p q, as drop_mask draws its own (model.bernoulli), and keeps to the real pairs with the guard
+    (_real_rows). A candidate at p and then a coin at q, two draws, drop at the same rate p q, but from
+    another random stream: for the same seed the masks differ, and a training run with them is not the
+    real one's. Checked against that one draw for the same seed, from torch's default stream and from a
+    generator: the masks exactly."""
+    attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
+    B, T, H = 4, 9, 3
+    real_rows = impl.real(addrop, "_real_rows")
+    for p, q in [(0.5, 0.5), (0.3, 0.8)]:
+        for stream in ("torch's default stream", "a generator"):
+            def draw(fn):
+                torch.manual_seed(3)
+                g = torch.Generator().manual_seed(3) if stream == "a generator" else None
+                return fn(g)
+            got = draw(lambda g: addrop.random_mask(attention_mask, H, p, q, generator=g))
+            want = draw(lambda g: real_rows(model.bernoulli((B, H, T, T), p * q, g, attention_mask.device),
+                                            attention_mask))
+            true(got.shape == want.shape and got.dtype == torch.bool, f"random_mask gave a {got.dtype} mask of "
+                 f"shape {tuple(got.shape)}; expected torch.bool, (B, H, T, T) = {tuple(want.shape)}")
+            diff = int((got != want).sum())
+            true(diff == 0, f"random_mask(p = {p}, q = {q}), seeded, from {stream}: its mask differs in {diff} of "
+                 f"{want.numel()} positions from ONE draw of coin flips at p*q (Bernoulli(p q), drawn as drop_mask "
+                 "draws its own, then the edge cases) for the same seed; expected the same mask: it must be ONE "
+                 "draw at p*q, not a draw at p and another at q (same rate, another random stream)")
+
 def test_parse_layers():
     """Lesson 14. --layers picks where AD-DROP masks (settings.parse_layers reads it): 'first' (the
     paper's choice on the large tasks), 'all' (the small ones), or explicit indices; a bad spec is
@@ -562,7 +594,25 @@ def tiny_token_model(seed=0):
     return net.eval()
 
 
-@pytest.mark.exercise(3, 10)
+def token_pseudo_labels_keep_ignore(net, batch):
+    """Eq. 4 for a token task (exercise 2, _unmasked_pass with labels None): each scored token's pseudo label
+    is the argmax of its logits, and a token whose batch label is IGNORE keeps IGNORE (it is no token the
+    task scores, so it adds nothing to the pseudo loss)."""
+    with torch.no_grad():
+        logits, labels, _ = addrop._unmasked_pass(net, batch, None)
+    ignored = batch["labels"] == addrop.IGNORE
+    true(torch.is_tensor(labels) and labels.shape == ignored.shape, f"the pseudo labels of a token task have shape "
+         f"{tuple(labels.shape) if torch.is_tensor(labels) else type(labels).__name__}; expected (B, T) = "
+         f"{tuple(ignored.shape)}, one per token")
+    classed = int((labels[ignored] != addrop.IGNORE).sum())
+    true(classed == 0, f"the pseudo labels of a token task (_unmasked_pass, labels None): {classed} of the "
+         f"{int(ignored.sum())} tokens whose batch label is IGNORE got a class; expected IGNORE kept there: "
+         "Eq. 4 labels only the tokens the task scores ([CLS], word continuations and padding stay IGNORE)")
+    off = int((labels[~ignored] != logits.argmax(-1)[~ignored]).sum())
+    true(off == 0, f"the pseudo labels of a token task: {off} of the {int((~ignored).sum())} scored tokens are "
+         "not the argmax of their logits; expected each scored token's predicted class (Eq. 4)")
+
+@pytest.mark.exercise(2, 3, 10)
 def test_token_attribution_is_eq3_summed_token_by_token():
     """Lesson 15. A token task has a logit vector F_i per token, so no single F_c~ to differentiate.
     Appendix A fuses them through the pseudo loss L = -sum_i log P(c~_i | i) (Eq. 2): B = -dL/dA
@@ -571,8 +621,10 @@ def test_token_attribution_is_eq3_summed_token_by_token():
     a weighted sum of every scored token's every logit gradient. Checked here against a loop of
     autograd calls, one per (token, class), to 1e-10 in float64. The paper's Eq. 3 keeps only the
     c = c~ term, (1 - P_c~) dF_c~/dA: that is a different matrix (here off by more than 1e-3), since
-    the other logits move P_c~ too."""
+    the other logits move P_c~ too. First, the pseudo labels themselves (exercise 2): IGNORE kept where the
+    batch's labels have it, the argmax elsewhere."""
     net, batch = tiny_token_model(), token_batch()
+    token_pseudo_labels_keep_ignore(net, batch)
     B_all = addrop.attribute(net, batch, ALL, "ga")
     logits, attns = run(net, batch)
     P = logits.softmax(-1).detach()
@@ -595,16 +647,18 @@ def test_token_attribution_is_eq3_summed_token_by_token():
          f"{gap:.1e}; expected more than 1e-3: the other classes move P_c~ too")
 
 
-@pytest.mark.exercise(3, 10)
+@pytest.mark.exercise(2, 3, 10)
 def test_ignored_positions_change_no_attribution():
     """Lesson 16. Positions labelled IGNORE ([CLS], [SEP], word continuations, padding) are not in the
     pseudo loss. With token (0, 3) ignored too, B equals -dL/dA for L summed over the remaining
     scored tokens only (1e-12), and differs from B with (0, 3) scored: the mark is all that counts.
     What the gold label of a scored token is never matters: B uses the pseudo labels, so other gold
-    tags at the same positions give the same B bit for bit."""
+    tags at the same positions give the same B bit for bit. The pseudo labels keep IGNORE where the batch's
+    labels have it (exercise 2), with token (0, 3) marked too."""
     net, batch = tiny_token_model(), token_batch()
     ignored = dict(batch, labels=batch["labels"].clone())
     ignored["labels"][0, 3] = addrop.IGNORE
+    token_pseudo_labels_keep_ignore(net, ignored)
     B_ign = addrop.attribute(net, ignored, ALL, "ga")
     B_all = addrop.attribute(net, batch, ALL, "ga")
     logits, attns = run(net, batch)
@@ -740,19 +794,36 @@ def masked_rows(masks):
     return sum(int(M.sum()) for M in masks if M is not None)
 
 
+@contextmanager
+def composed():
+    """While the step runs, addrop.addrop_masks (steps 1-3 in one call) refuses to run: exercise 11 is the
+    composition of the pieces itself, and the real addrop_step calls them one by one."""
+    def refused(*args, **kwargs):
+        raise Wrong("the step called addrop_masks: compose the step from attribute, drop_mask and random_mask, "
+                    "not addrop_masks (that composition is the exercise)")
+    saved, addrop.addrop_masks = addrop.addrop_masks, refused
+    try:
+        yield
+    finally:
+        addrop.addrop_masks = saved
+
+
 @pytest.mark.exercise(11)
 def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
     """Lesson 19. Algorithm 1's AD-DROP branch: the first pass (the attribution) runs in eval mode, unmasked;
     then the model runs again, in train mode, with the masks M_l that the attribution chose, one per selected
     layer and None for the others; and the model comes back in the mode it came in. With `forward` given (train.py
-    passes its DDP wrapper), the masked forward runs through it, and the attribution through the model itself."""
+    passes its DDP wrapper), the masked forward runs through it, and the attribution through the model itself.
+    The step is composed of its pieces (the attribution, the mask of each layer): addrop_masks, which does
+    steps 1-3 in one call, refuses to run while the step does (lessons 19-21)."""
     net, batch = tiny_model(), padded_batch()
     for training in (True, False):
         net.train(training)
         calls, handle = watched(net)
         torch.manual_seed(0)
         try:
-            _, masks = addrop.addrop_step(net, batch, [0, 2], 0.5, 1.0, loss_sum)
+            with composed():
+                _, masks = addrop.addrop_step(net, batch, [0, 2], 0.5, 1.0, loss_sum)
         finally:
             handle.remove()
         mode = "train" if training else "eval"
@@ -782,7 +853,8 @@ def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
         return net(*args, **kwargs)
     calls, handle = watched(net)
     try:
-        addrop.addrop_step(net, batch, ALL, 0.5, 1.0, loss_sum, forward=forward)
+        with composed():
+            addrop.addrop_step(net, batch, ALL, 0.5, 1.0, loss_sum, forward=forward)
     finally:
         handle.remove()
     true(len(through) == 1 and through[0] is not None, f"forward (train.py's DDP wrapper) ran {len(through)} time(s), "
@@ -801,7 +873,8 @@ def test_step_leaves_no_gradient_from_the_attribution():
     net.train()
     net.zero_grad(set_to_none=True)
     torch.manual_seed(0)
-    loss, _ = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_sum)
+    with composed():
+        loss, _ = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_sum)
     leaked = [name for name, w in net.named_parameters() if w.grad is not None]
     true(not leaked, f"after the step, before its loss is backpropagated, {len(leaked)} parameters have a gradient "
          f"({', '.join(leaked[:3])}, ...); expected none: the attribution may not touch .grad")
@@ -830,7 +903,8 @@ def test_step_equals_the_real_step(options):
     for step in (addrop.addrop_step, impl.real(addrop, "addrop_step")):
         net.train()
         torch.manual_seed(0)
-        results.append(step(net, batch, [0, 2], 0.5, 0.5, loss_sum, **options))
+        with composed():
+            results.append(step(net, batch, [0, 2], 0.5, 0.5, loss_sum, **options))
     (loss, masks), (want_loss, want_masks) = results
     true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
     for l in range(L):

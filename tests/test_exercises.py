@@ -35,6 +35,8 @@ WRONG = [
     (1, "the softmax over the queries", "+ bias, dim=-1), v", "+ bias, dim=-2), v"),
     (2, "the labels given ignored", "if labels is None:", "if True:"),
     (2, "dropped_A not passed on", ", dropped_A=dropped_A,", ","),
+    (2, "IGNORE not kept in a token task's pseudo labels", "labels = pseudo_labels(logits, batch)",
+     "labels = logits.argmax(-1)"),
     (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
     (3, "regression without the 1/2", "-0.5 * ((", "-(("),
     (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
@@ -50,16 +52,23 @@ WRONG = [
     (8, "A_l not multiplied in", "scores[l] = attns[l] * total / m", "scores[l] = total / m"),
     (8, "a left Riemann sum", "torch.arange(1, m + 1,", "torch.arange(0, m,"),
     (9, "p alone for p q", "(B, H, T, T), p * q,", "(B, H, T, T), p,"),
+    (9, "two draws, at p and at q", "bernoulli((B, H, T, T), p * q, generator, attention_mask.device)",
+     "bernoulli((B, H, T, T), p, generator, attention_mask.device) & "
+     "bernoulli((B, H, T, T), q, generator, attention_mask.device)"),
     (9, "one mask for every head", "attention_mask.device), attention_mask)",
      "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
     (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
     (11, "the masks not given to the second forward", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], None)'),
-    (11, "the options dropped", "p, q, **options)", "p, q)"),
+    (11, "the mirror strategy dropped", "p, q, low=low)", "p, q)"),
+    (11, "gold ignored", 'batch["labels"] if gold else None', "None"),
     (11, "the loss on the pseudo labels", 'loss(logits, batch["labels"])', "loss(logits, logits.argmax(-1))"),
-    (11, "the model left in eval mode", "masks = addrop_masks(", "model.eval(); masks = addrop_masks("),
-    (11, "an attribution by backward()", "masks = addrop_masks(",
+    (11, "the model left in eval mode", "masks = [None] *", "model.eval(); masks = [None] *"),
+    (11, "an attribution by backward()", "masks = [None] *",
      'model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0].sum().backward(); '
-     "masks = addrop_masks("),
+     "masks = [None] *"),
+    (11, "steps 1-3 by addrop_masks", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
+     "    masks = addrop_masks(model, batch, layers, p, q, method=method, gold=gold, regression=regression, m=m,"
+     " low=low, first_pass=first_pass, compile=compile)"),
 ]
 
 
