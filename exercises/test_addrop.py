@@ -272,10 +272,12 @@ def test_mask_by_hand():
     for p, candidates in [(0, set()), (0.25, {1}), (0.5, {1, 3}), (0.75, {0, 1, 3}), (1.0, set())]:
         got = dropped_keys(mask_of_row(row, real, p, q=1))
         why = ("every real key is a candidate, and a row that would lose them all keeps them all" if p == 1 else
-               "the real keys scoring at or above b^[int(n (1 - p))], each dropped as q = 1")
+               "the real keys scoring at or above b^[int(n (1 - p))], each dropped as q = 1 (True = dropped; a "
+               "candidate is dropped with probability q)")
         true(got == candidates, f"{said}, p = {p}, q = 1: dropped {keys(got)}; expected {keys(candidates)}: {why}")
         got = dropped_keys(mask_of_row(row, real, p, q=0))
-        true(got == set(), f"{said}, p = {p}, q = 0: dropped {keys(got)}; expected none: q = 0 drops nothing")
+        true(got == set(), f"{said}, p = {p}, q = 0: dropped {keys(got)}; expected none: q = 0 drops nothing (True = dropped; a candidate is "
+             "dropped with probability q)")
     # the mirror strategy of Section 2.2 (low=True) takes the LOWEST scores; padding (-9.0) still never
     got = dropped_keys(mask_of_row(row, real, 0.5, q=1, low=True))
     true(got == {0, 2}, f"{said}, low=True, p = 0.5, q = 1: dropped {keys(got)}; expected key indices 0, 2, the lowest "
