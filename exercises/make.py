@@ -37,6 +37,8 @@ class Exercise(NamedTuple):
     contract: str     # what the student sees: shapes, what it returns, the behaviour the lessons check
     hints: tuple      # revealed one at a time; the last is the recipe
     optional: bool = False
+    given: tuple = ()  # methods of the inputs (the model's pieces) that the contract states as their interface,
+                       # as model.encoder.embed(...) -> ...: named although the answer calls them
 
     @property
     def path(self):
@@ -224,19 +226,31 @@ Eq. 3, integrated gradients: for each l in `layers`,
 
     B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
 
-a right Riemann sum of m steps along the straight path from 0 to A_l: only layer l's attention is
-scaled by k/m, every other layer runs as it is. F is Eq. 5's scalar (exercise 3) of `labels` and
-`regression`; when labels is None, of the pseudo labels (Eq. 4) of the unscaled forward.
+a right Riemann sum of m steps along the straight path from 0 to A_l: in step k only layer l's
+attention is scaled by k/m, every other layer runs as it is, and the gradient is taken at the scaled
+point: the derivative of F with respect to the map k/m A_l that layer l used in that run, not at A_l.
+F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; when labels is None, of the pseudo
+labels (Eq. 4) of the unscaled forward.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
                caller chose (exercise 4 sets it)
+layers, m      the layers to attribute (indices, 0 the lowest) and the number of steps
 ig_budget      how much memory a faster version may use at once; a plain loop may ignore it
 returns        {l: B_l (B, H, T, T)}
 
-A layer runs with its attention scaled when called with scale (B, 1, 1, 1): model.encoder.layers[l]
-(x, pad, scale=...) returns (its output, its A times scale). Running the model piece by piece is what
-model.py's Encoder.forward and Model.forward do. The lessons check completeness (sum of B_l near
-F(A) - F(0) as m grows), m = 1 against A times the gradient, and a plain loop's numbers to 1e-10.""", (
+The model's pieces, which its own forward chains from the bottom up (L = len(model.encoder.layers)):
+  model.encoder.embed(input_ids, attention_mask, token_type_ids) -> (x, pad)
+        x (B, T, C) the embeddings, the lowest layer's input; pad (B, 1, 1, T) the additive
+        padding mask that every layer takes
+  model.encoder.layers[i](x, pad, scale=None) -> (y, A)
+        layer i on its input x (B, T, C): its output y (B, T, C) and its attention map A (B, H, T, T);
+        with scale a (B, 1, 1, 1) tensor, the layer runs with its map multiplied by scale and
+        returns that scaled map, a tensor of the autograd graph
+  model.head(y) -> logits
+        the task's logits from the top layer's output
+
+The lessons check completeness (sum of B_l near F(A) - F(0) as m grows), m = 1 against A times the
+gradient, and a plain loop's numbers to 1e-10.""", (
         "A plain loop is a correct answer: for each layer l and each k, run the model with layer l "
         "scaled by k/m, take dF/dA at the scaled map, and add it up. Only the layers from l up depend on "
         "the scale: the input x_l of layer l can be computed once.",
@@ -250,7 +264,7 @@ F(A) - F(0) as m grows), m = 1 against A times the gradient, and a plain loop's 
         "    g, = torch.autograd.grad(objective(model.head(h), labels, regression), A_s); total += g\n"
         "scores[l] = attns[l] * total / m\n"
         "(addrop.py runs the m steps as one batch of m B examples, in chunks of at most ig_budget "
-        "entries: the same numbers, faster.)")),
+        "entries: the same numbers, faster.)"), given=("embed", "head")),
     Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline", """\
 RD, Table 2's random baseline: a mask like exercise 5's, but its candidates a random p-fraction of
 each row, each dropped with probability q, so that every real key is dropped independently with

@@ -9,6 +9,7 @@ its exercise's real body.
 
 import ast
 import contextlib
+import inspect
 import io
 import json
 import multiprocessing
@@ -173,14 +174,23 @@ def _project_functions():
 def test_contract_holds_no_line_of_the_answer(e):
     """(b) What the student sees of exercise e before asking for a hint, its file as make.py writes it, holds no
     line of the real body (code, comments cut), and names no project function that the real body calls:
-    the contract says what, the hints say how. The hints do hold the recipe: the last one quotes the body."""
+    the contract says what, the hints say how. The hints do hold the recipe: the last one quotes the body.
+    One exception, narrow: a method of an input (the model's pieces, as model.encoder.embed) that the contract
+    must state as that input's interface, with what it takes and returns, may be named when the exercise lists
+    it as given (make.Exercise.given) and the contract writes it as a call on a parameter of the signature,
+    followed by its outputs (model.encoder.embed(input_ids, ...) -> (x, pad)): an interface, not a step."""
     student, body = shown(e), make.real_body(e)
     leaked = _code_lines(body) & _code_lines(student)
     assert not leaked, f"{e.path} shows lines of its answer: {sorted(leaked)[:3]}"
     calls = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr
              for n in ast.walk(ast.parse(make.signature(e) + body)) if isinstance(n, ast.Call)
              and isinstance(n.func, (ast.Name, ast.Attribute))}
-    named = sorted(name for name in calls & _project_functions() - {e.name} if re.search(rf"\b{name}\b", student))
+    params = list(inspect.signature(getattr(impl.importlib.import_module(e.file[:-3]), e.name)).parameters)
+    for name in e.given:
+        assert re.search(rf"\b(?:{'|'.join(params)})(?:\.\w+)*\.{name}\([^)]*\) -> ", student), \
+            f"{e.path}: {name}, given, is not stated as a call on an input with its outputs (model.x.{name}(...) -> ...)"
+    named = sorted(name for name in calls & _project_functions() - {e.name} - set(e.given)
+                   if re.search(rf"\b{name}\b", student))
     assert not named, f"{e.path} names {named}, which its answer calls"
     assert "def " + e.name in student and "raise NotImplementedError" in student
 
