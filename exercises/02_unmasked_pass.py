@@ -1,19 +1,21 @@
 """
 Exercise 2 of 11: _unmasked_pass, Eq. 4, the first pass and its pseudo labels.
 
-Step 1 of AD-DROP: the first, unmasked forward of the batch, and the labels to attribute.
+Step 1 of AD-DROP: the first, unmasked forward of the batch, and the labels whose attribution is wanted.
 
 model      a Model: model(input_ids, attention_mask, token_type_ids, dropped_A=..., probes=...)
            returns (logits, [A_l (B, H, T, T)] * L)
 batch      a dict of (B, T) tensors: input_ids, attention_mask, token_type_ids, labels
-labels     the labels to attribute, (B,), or (B, T) for a token task; None for the pseudo labels of
-           Eq. 4: c~ = argmax over the classes of each example's logits (of each token's, for a
-           token task, with IGNORE wherever batch["labels"] is IGNORE)
-dropped_A, probes   handed to the model as they are
-returns    (logits, labels, attns): the model's two outputs and the labels to attribute
+labels     the labels to attribute, (B,), or (B, T) for a token task; or None: then the pseudo labels
+           c~ of Eq. 4, the class the model itself predicts for each example (each token, for a
+           token task)
+dropped_A, probes   for the model: they must reach it as given
+returns    (logits, labels, attns): the model's outputs for the batch and the labels to attribute
 
-The lessons check that a label given is the label used, and that the attribution is that of the
-model's own prediction when none is given.
+A token task scores only some tokens: wherever batch["labels"] is IGNORE, the pseudo label is IGNORE.
+
+The lessons check that a label given is the label used, that with none the attribution is that of the
+model's own prediction, and, on a token model, that the pseudo labels are IGNORE where the batch's are.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

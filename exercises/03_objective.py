@@ -1,20 +1,24 @@
 """
 Exercise 3 of 11: objective, Eq. 5's F: the label's logit; -L for regression and tokens.
 
-Eq. 5's F, the scalar whose gradient dF/dA_l is the attribution B_l.
+Eq. 5's F: the scalar whose gradient dF/dA_l is the attribution B_l.
 
-logits, labels   one of three kinds:
-  classification   logits (B, K), labels (B,) classes:  F = sum_i F_c~i(x_i), the logit of each
-                   example's label, summed over the batch
-  regression       regression=True, logits (B, 1), labels (B,) gold scores y_i:  F = -L,
-                   L = 1/2 sum_i (y^_i - y_i)^2, y^_i the predicted scores
-  token task       logits (B, T, K), labels (B, T), IGNORE where a token is not scored:  F = -L,
-                   L the pseudo loss of Appendix A Eq. 2 (exercise 10): the cross-entropy of each
-                   scored token with its label, summed
+logits, labels, regression   one of three kinds of head:
+  classification   logits (B, K), labels (B,) classes c~
+  regression       regression=True, logits (B, 1), labels (B,) gold scores y
+  token task       logits (B, T, K), labels (B, T), IGNORE where a token is not scored
 returns          F, a 0-dim tensor
 
-The lessons compare dF/dA with finite differences of the model's logits (to 1e-6) and with the
-loss of a regression head.
+What F is, in the paper's terms:
+  classification   the model's confidence in each example's label: F_c~(x), the logit of class c~
+                   (Eq. 4-5). One F serves the whole batch: examples do not interact, so dF/dA of
+                   example i must be exactly example i's own dF_c~i(x_i)/dA, whatever B is.
+  regression       no class to pick: F = -L, L the squared-error loss of the predictions against y,
+                   with the usual factor 1/2 (Appendix A), over the batch as above
+  token task       F = -L, L the pseudo loss of Appendix A Eq. 2 (exercise 10)
+
+The lessons compare dF/dA with finite differences of the model's logits (to 1e-6), and the regression
+case with the gradient of a regression head's loss.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

@@ -10,16 +10,17 @@ low              True: the mirror strategy of Section 2.2, the LOWEST scores are
 generator        the random stream of the coin flips (None: torch's default)
 returns          M (B, H, T, T) bool, True where M_l = -inf: the position is dropped
 
-Per row (example, head, query), with n the example's real length: sort the row's n real scores
-ascending into b^; the candidates (s = 0) are the real keys scoring at or above b^[int(n (1 - p))]
-(Eq. 6); each candidate is dropped where u = 0 (Eq. 7), u drawn as one field of coin flips of shape
-(B, H, T, T) that is 0 with probability q, drawn from `generator` as model.py's dropout draws its own.
+Eq. 6, per row (example, head, query): with n the example's real length and b^ the row's n real scores
+in ascending order, the candidates are the real keys scoring at or above b^[int(n (1 - p))], about the
+top p of the row. Eq. 7: each candidate is dropped with probability q. The coin flips are one per
+position of the mask, drawn from `generator` as model.py's dropout draws its own: the lessons compare
+your mask with the recipe's for the same draws.
 
 Behaviour the lessons check: padding keys are never candidates and padding queries lose nothing;
 p = 0 or q = 0 drops nothing, p = 1 makes every real key a candidate, q = 1 drops every candidate;
-int(n (1 - p)) is exact for every n (at p = 0.9 and n = 10 it is 1, not 0); ties at the threshold are
-all candidates; a row that would lose every real key keeps them all; the mask equals the literal
-recipe's, row by row, with the same coin flips.
+int(n (1 - p)) is exact for every n, p given to 6 decimals (at p = 0.9 and n = 10 it is 1, though
+10 (1 - 0.9) is just below 1 in floating point); ties at the threshold are all candidates; a row that
+would lose every real key keeps them all; the mask equals the literal recipe's, row by row.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

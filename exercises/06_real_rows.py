@@ -6,13 +6,13 @@ allowed and safe.
 
 drop             (B, H, T, T) bool, True where a position would be dropped (you may change it in place)
 attention_mask   (B, T) 1 on real tokens, 0 on padding
-returns          the mask, (B, H, T, T) bool
+returns          the mask, (B, H, T, T) bool: drop, except that
 
-- only real (query, key) pairs are dropped: a padding key is never dropped, and a padding query's row
-  drops nothing (every later layer gives that token zero weight, so its mask would change nothing);
+- a position that is not a (real query, real key) pair is never dropped: a padding key carries no
+  attention, and a padding query's output reaches no real token, so its mask would change nothing;
 - a row that would lose every real key (all -inf: NaN after the softmax) keeps them all instead.
 
-The lessons check both on rows worked by hand and on whole masks.
+Nothing else changes. The lessons check both on rows worked by hand and on whole masks.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

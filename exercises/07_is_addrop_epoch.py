@@ -1,10 +1,12 @@
 """
 Exercise 7 of 11: is_addrop_epoch, Algorithm 1, cross-tuning.
 
-Algorithm 1, cross-tuning: whether epoch `epoch` (counted from 1) runs AD-DROP.
+Algorithm 1, cross-tuning: whether epoch `epoch` (counted from 1) runs AD-DROP, a bool.
 
-With cross_tuning, plain fine-tuning and AD-DROP alternate, the first epoch plain; without it (Table 2's
-ablation) every epoch runs AD-DROP. Returns a bool.
+cross_tuning   True: plain fine-tuning and AD-DROP take turns, epoch by epoch, and training starts
+               plain; False (Table 2's ablation): no epoch is plain.
+
+The lessons check the first epochs of both schedules.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

@@ -1,17 +1,19 @@
 """
 Exercise 9 of 11: random_mask, Table 2's RD, the random baseline.
 
-RD, Table 2's random baseline: a mask like exercise 5's, but its candidates a random p-fraction of
-each row, each dropped with probability q, so that every real key is dropped independently with
-probability p q; no attribution, no first pass.
+RD, Table 2's random baseline: a mask of exercise 5's kind without the attribution: its candidates a
+random p-fraction of each row, each dropped with probability q; no first pass.
 
 attention_mask   (B, T) 1 on real tokens, 0 on padding
 H                the number of heads
-generator        the random stream (None: torch's default), drawn from as in exercise 5
+generator        the random stream (None: torch's default)
 returns          M (B, H, T, T) bool, True where dropped, with exercise 5's edge cases: real pairs
                  only, and a row that would lose every real key keeps them all
 
-Each head draws its own positions. The lessons check the rate p q and the edge cases.
+What must hold: every real (query, key) position of every head is dropped independently, all with the
+same probability (which one, in p and q?). The coin flips are one field over the whole mask, drawn from
+`generator` as exercise 5 draws its own. The lessons check the rate, that the heads differ, the edge
+cases, and that for the same seed your mask is the real one's.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

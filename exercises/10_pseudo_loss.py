@@ -1,12 +1,15 @@
 """
 Exercise 10 of 11: pseudo_loss, Appendix A Eq. 2, the pseudo loss of token tasks.
 
-Appendix A, Eq. 2: the pseudo loss of a token task, L = -sum_i log P(c~_i | x, i), the cross-entropy
-of every token i with its label c~_i, summed over the tokens of the whole batch.
+Appendix A, Eq. 2: the pseudo loss of a token task,
+
+    L = -sum_i log P(c~_i | x, i)
+
+over the scored tokens i of the whole batch, P(. | x, i) the softmax of token i's logits.
 
 logits   (B, T, K) each token's logits
-labels   (B, T) each token's label, IGNORE (-100) where a token is not scored (word continuations,
-         special tokens, padding): those add nothing
+labels   (B, T) each token's label c~_i, IGNORE (-100) where a token is not scored (word
+         continuations, special tokens, padding): those are not in the sum
 returns  L, a 0-dim tensor
 
 The lessons check its gradient against Eq. 3 summed token by token, and that IGNORE tokens move

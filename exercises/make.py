@@ -77,19 +77,21 @@ with nothing on padding keys, and that a mask with one True entry zeroes exactly
         "return F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1), v\n"
         "(model.py folds 1/sqrt(D) into q's weights instead: fewer multiplications, equal to rounding.)")),
     Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels", """\
-Step 1 of AD-DROP: the first, unmasked forward of the batch, and the labels to attribute.
+Step 1 of AD-DROP: the first, unmasked forward of the batch, and the labels whose attribution is wanted.
 
 model      a Model: model(input_ids, attention_mask, token_type_ids, dropped_A=..., probes=...)
            returns (logits, [A_l (B, H, T, T)] * L)
 batch      a dict of (B, T) tensors: input_ids, attention_mask, token_type_ids, labels
-labels     the labels to attribute, (B,), or (B, T) for a token task; None for the pseudo labels of
-           Eq. 4: c~ = argmax over the classes of each example's logits (of each token's, for a
-           token task, with IGNORE wherever batch["labels"] is IGNORE)
-dropped_A, probes   handed to the model as they are
-returns    (logits, labels, attns): the model's two outputs and the labels to attribute
+labels     the labels to attribute, (B,), or (B, T) for a token task; or None: then the pseudo labels
+           c~ of Eq. 4, the class the model itself predicts for each example (each token, for a
+           token task)
+dropped_A, probes   for the model: they must reach it as given
+returns    (logits, labels, attns): the model's outputs for the batch and the labels to attribute
 
-The lessons check that a label given is the label used, and that the attribution is that of the
-model's own prediction when none is given.""", (
+A token task scores only some tokens: wherever batch["labels"] is IGNORE, the pseudo label is IGNORE.
+
+The lessons check that a label given is the label used, that with none the attribution is that of the
+model's own prediction, and, on a token model, that the pseudo labels are IGNORE where the batch's are.""", (
         "One forward of the model with no mask; what it returns, plus the labels, is what you return.",
         "Only when labels is None are they computed, from the logits you already have (Eq. 4). addrop.py "
         "has that as a function of its own, tokens and IGNORE included.",
@@ -98,21 +100,27 @@ model's own prediction when none is given.""", (
         "if labels is None: labels = pseudo_labels(logits, batch)\n"
         "return logits, labels, attns")),
     Exercise(3, "addrop.py", "objective", "Eq. 5's F: the label's logit; -L for regression and tokens", """\
-Eq. 5's F, the scalar whose gradient dF/dA_l is the attribution B_l.
+Eq. 5's F: the scalar whose gradient dF/dA_l is the attribution B_l.
 
-logits, labels   one of three kinds:
-  classification   logits (B, K), labels (B,) classes:  F = sum_i F_c~i(x_i), the logit of each
-                   example's label, summed over the batch
-  regression       regression=True, logits (B, 1), labels (B,) gold scores y_i:  F = -L,
-                   L = 1/2 sum_i (y^_i - y_i)^2, y^_i the predicted scores
-  token task       logits (B, T, K), labels (B, T), IGNORE where a token is not scored:  F = -L,
-                   L the pseudo loss of Appendix A Eq. 2 (exercise 10): the cross-entropy of each
-                   scored token with its label, summed
+logits, labels, regression   one of three kinds of head:
+  classification   logits (B, K), labels (B,) classes c~
+  regression       regression=True, logits (B, 1), labels (B,) gold scores y
+  token task       logits (B, T, K), labels (B, T), IGNORE where a token is not scored
 returns          F, a 0-dim tensor
 
-The lessons compare dF/dA with finite differences of the model's logits (to 1e-6) and with the
-loss of a regression head.""", (
-        "Three cases, told apart by the logits' shape and the regression flag; each is one line.",
+What F is, in the paper's terms:
+  classification   the model's confidence in each example's label: F_c~(x), the logit of class c~
+                   (Eq. 4-5). One F serves the whole batch: examples do not interact, so dF/dA of
+                   example i must be exactly example i's own dF_c~i(x_i)/dA, whatever B is.
+  regression       no class to pick: F = -L, L the squared-error loss of the predictions against y,
+                   with the usual factor 1/2 (Appendix A), over the batch as above
+  token task       F = -L, L the pseudo loss of Appendix A Eq. 2 (exercise 10)
+
+The lessons compare dF/dA with finite differences of the model's logits (to 1e-6), and the regression
+case with the gradient of a regression head's loss.""", (
+        "Three cases, told apart by the logits' shape and the regression flag; each is one line. Over the batch, "
+        "each example counts once: a sum, whose gradient gives each example its own; a mean would divide "
+        "every example's by B.",
         "Classification: pick each row's label column of the logits (gather, or index with arange) and sum. "
         "Regression: the squared error of the one output, halved, summed, negated. Tokens: minus exercise 10's "
         "loss, which addrop.py has as a function.",
@@ -167,16 +175,17 @@ low              True: the mirror strategy of Section 2.2, the LOWEST scores are
 generator        the random stream of the coin flips (None: torch's default)
 returns          M (B, H, T, T) bool, True where M_l = -inf: the position is dropped
 
-Per row (example, head, query), with n the example's real length: sort the row's n real scores
-ascending into b^; the candidates (s = 0) are the real keys scoring at or above b^[int(n (1 - p))]
-(Eq. 6); each candidate is dropped where u = 0 (Eq. 7), u drawn as one field of coin flips of shape
-(B, H, T, T) that is 0 with probability q, drawn from `generator` as model.py's dropout draws its own.
+Eq. 6, per row (example, head, query): with n the example's real length and b^ the row's n real scores
+in ascending order, the candidates are the real keys scoring at or above b^[int(n (1 - p))], about the
+top p of the row. Eq. 7: each candidate is dropped with probability q. The coin flips are one per
+position of the mask, drawn from `generator` as model.py's dropout draws its own: the lessons compare
+your mask with the recipe's for the same draws.
 
 Behaviour the lessons check: padding keys are never candidates and padding queries lose nothing;
 p = 0 or q = 0 drops nothing, p = 1 makes every real key a candidate, q = 1 drops every candidate;
-int(n (1 - p)) is exact for every n (at p = 0.9 and n = 10 it is 1, not 0); ties at the threshold are
-all candidates; a row that would lose every real key keeps them all; the mask equals the literal
-recipe's, row by row, with the same coin flips.""", (
+int(n (1 - p)) is exact for every n, p given to 6 decimals (at p = 0.9 and n = 10 it is 1, though
+10 (1 - 0.9) is just below 1 in floating point); ties at the threshold are all candidates; a row that
+would lose every real key keeps them all; the mask equals the literal recipe's, row by row.""", (
         "Padding keys must never reach the threshold: give them a score that sorts last (+inf) before "
         "sorting each row. The threshold is one entry per row, its index the same for every row of an "
         "example; gather reads it. Keep the index in integers: round(1 - p, 6) times 10**6, times n, "
@@ -199,13 +208,13 @@ allowed and safe.
 
 drop             (B, H, T, T) bool, True where a position would be dropped (you may change it in place)
 attention_mask   (B, T) 1 on real tokens, 0 on padding
-returns          the mask, (B, H, T, T) bool
+returns          the mask, (B, H, T, T) bool: drop, except that
 
-- only real (query, key) pairs are dropped: a padding key is never dropped, and a padding query's row
-  drops nothing (every later layer gives that token zero weight, so its mask would change nothing);
+- a position that is not a (real query, real key) pair is never dropped: a padding key carries no
+  attention, and a padding query's output reaches no real token, so its mask would change nothing;
 - a row that would lose every real key (all -inf: NaN after the softmax) keeps them all instead.
 
-The lessons check both on rows worked by hand and on whole masks.""", (
+Nothing else changes. The lessons check both on rows worked by hand and on whole masks.""", (
         "Two (B, 1, T, 1) and (B, 1, 1, T) views of the real tokens, combined, say which pairs are real.",
         "A row has lost every real key when every position is dropped or padding: (drop | padding key).all "
         "over the keys, kept as (B, H, T, 1); such rows become all False.",
@@ -214,10 +223,12 @@ The lessons check both on rows worked by hand and on whole masks.""", (
         "lost = (drop | ~real[:, None, None, :]).all(-1, keepdim=True)\n"
         "return drop & ~lost")),
     Exercise(7, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning", """\
-Algorithm 1, cross-tuning: whether epoch `epoch` (counted from 1) runs AD-DROP.
+Algorithm 1, cross-tuning: whether epoch `epoch` (counted from 1) runs AD-DROP, a bool.
 
-With cross_tuning, plain fine-tuning and AD-DROP alternate, the first epoch plain; without it (Table 2's
-ablation) every epoch runs AD-DROP. Returns a bool.""", (
+cross_tuning   True: plain fine-tuning and AD-DROP take turns, epoch by epoch, and training starts
+               plain; False (Table 2's ablation): no epoch is plain.
+
+The lessons check the first epochs of both schedules.""", (
         "Which epochs run AD-DROP with cross-tuning: 2, 4, 6, ...",
         "The parity of the epoch, unless cross_tuning is off.",
         "return epoch % 2 == 0 if cross_tuning else True")),
@@ -266,17 +277,19 @@ gradient, and a plain loop's numbers to 1e-10.""", (
         "(addrop.py runs the m steps as one batch of m B examples, in chunks of at most ig_budget "
         "entries: the same numbers, faster.)"), given=("embed", "head")),
     Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline", """\
-RD, Table 2's random baseline: a mask like exercise 5's, but its candidates a random p-fraction of
-each row, each dropped with probability q, so that every real key is dropped independently with
-probability p q; no attribution, no first pass.
+RD, Table 2's random baseline: a mask of exercise 5's kind without the attribution: its candidates a
+random p-fraction of each row, each dropped with probability q; no first pass.
 
 attention_mask   (B, T) 1 on real tokens, 0 on padding
 H                the number of heads
-generator        the random stream (None: torch's default), drawn from as in exercise 5
+generator        the random stream (None: torch's default)
 returns          M (B, H, T, T) bool, True where dropped, with exercise 5's edge cases: real pairs
                  only, and a row that would lose every real key keeps them all
 
-Each head draws its own positions. The lessons check the rate p q and the edge cases.""", (
+What must hold: every real (query, key) position of every head is dropped independently, all with the
+same probability (which one, in p and q?). The coin flips are one field over the whole mask, drawn from
+`generator` as exercise 5 draws its own. The lessons check the rate, that the heads differ, the edge
+cases, and that for the same seed your mask is the real one's.""", (
         "One field of coin flips for the whole (B, H, T, T) mask does it: p q is the probability of "
         "being a candidate and then dropped.",
         "Draw it as exercise 5 draws its coin flips (model.py's bernoulli), then end with exercise 6's "
@@ -284,12 +297,15 @@ Each head draws its own positions. The lessons check the rate p q and the edge c
         "B, T = attention_mask.size()\n"
         "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)")),
     Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks", """\
-Appendix A, Eq. 2: the pseudo loss of a token task, L = -sum_i log P(c~_i | x, i), the cross-entropy
-of every token i with its label c~_i, summed over the tokens of the whole batch.
+Appendix A, Eq. 2: the pseudo loss of a token task,
+
+    L = -sum_i log P(c~_i | x, i)
+
+over the scored tokens i of the whole batch, P(. | x, i) the softmax of token i's logits.
 
 logits   (B, T, K) each token's logits
-labels   (B, T) each token's label, IGNORE (-100) where a token is not scored (word continuations,
-         special tokens, padding): those add nothing
+labels   (B, T) each token's label c~_i, IGNORE (-100) where a token is not scored (word
+         continuations, special tokens, padding): those are not in the sum
 returns  L, a 0-dim tensor
 
 The lessons check its gradient against Eq. 3 summed token by token, and that IGNORE tokens move
