@@ -17,6 +17,13 @@ first_pass   "eval": the attribution runs with the model in eval mode (no dropou
          after attention dropout (the model hands those out when called with dropped_A=True). "train"
          is for "ga" and "aa" only: with "iga" it raises ValueError.
 
+The model's encoder, its forward below the head:
+  model.encoder(input_ids, attention_mask, token_type_ids, depth=d, ...) -> (hidden, [A_l] for the layers run)
+        runs the lowest d layers only (depth=None: all of them) and returns their output hidden
+        (B, T, C) (the first token's alone, (B, 1, C), with first_only=True) and the maps A_l
+        (B, H, T, T) of the d layers run, the lowest first; its other keywords are the model's
+        (dropped_A=True: each map taken after attention dropout)
+
 Whatever happens, also when it raises, the model goes back to the mode it came in, and no parameter
 gradient is computed or left behind (the .grad fields stay as they were). The lessons check B_l against
 finite differences, one backward against one per layer, and each of these behaviours.

@@ -9,15 +9,23 @@ second forward, with those masks, in train mode, and its loss on the gold labels
 model, batch   a Model, in the mode training left it (train mode), and a dict of (B, T) tensors
 layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
 loss           loss(logits, labels), the training loss of the masked forward's logits
-forward        what runs the masked forward, called as the model is, (ids, pad, types, masks) ->
-               (logits, maps); None: the model itself. train.py passes its DDP wrapper of the same model
-               (which doubles the batch for R-Drop): the attribution runs on `model`, never through it
+forward        what runs the masked forward, called as the model is, with four positional arguments,
+               the batch's (B, T) tensors and the list of masks (below), no keyword:
+                 forward(input_ids, attention_mask, token_type_ids, masks) -> (logits, maps)
+               None: the model itself, model(input_ids, attention_mask, token_type_ids, masks) -> (logits,
+               maps). train.py passes its DDP wrapper of the same model (which doubles the batch for
+               R-Drop): the attribution runs on `model`, never through it
 method, gold, regression, m, low, first_pass
                the settings of steps 1-3, as train.py's flags give them: the attribution ("ga", "iga",
                "aa", or "rd"), gold (batch["labels"] explained instead of the pseudo labels), a regression
                head, IGA's steps, the mirror strategy, the first pass's mode. Each must take effect.
-compile        None, or a torch.compile backend: each mask then built as one compiled graph (train.py
-               --compile; hint 2 says with what)
+compile        None: each mask built eagerly, by its function (exercise 5's, or exercise 9's for "rd")
+               called as it is. A backend name (train.py --compile; the lessons use "aot_eager"): each
+               mask built by that function compiled as one graph, called in its place with the same
+               arguments:
+                 addrop.whole_graph(fn, compile) -> fn compiled whole (fullgraph=True) with that backend
+               Under compile the coin flips are drawn as on a GPU, not as an eager CPU draws them: the
+               masks differ from the eager ones for the same seed, and must equal the real step's.
 returns        (the loss, the masks): masks a list with one entry per layer of the model, M_l
                (B, H, T, T) bool for a selected layer and None for the others
 
@@ -25,7 +33,7 @@ Compose the step from your pieces: addrop.py's addrop_masks, which does steps 1-
 run while the lessons run your step. The lessons check that the masked forward sees the masks, that the
 attribution runs in eval mode and the model comes back in the mode it came in, that no parameter gradient
 is left by the attribution, and that the loss and masks equal the real step's for the same seed, with each
-option.
+option, compile="aot_eager" among them.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:
@@ -40,6 +48,6 @@ def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gol
                 low=False, first_pass="eval", compile=None):
     raise NotImplementedError(
         "Exercise 11 (Algorithm 1, lines 7-9: one AD-DROP step): write addrop_step in exercises/11_addrop_step.py\n"
-        "  checked by test_addrop.py's lessons 19, 20 and 21, with the real code for everything else:\n"
+        "  checked by test_addrop.py's lessons 19, 20, 21 and 21b, with the real code for everything else:\n"
         "  python -m pytest exercises/test_addrop.py --impl exercises/11_addrop_step.py"
     )

@@ -38,7 +38,8 @@ class Exercise(NamedTuple):
     hints: tuple      # revealed one at a time; the last is the recipe
     optional: bool = False
     given: tuple = ()  # methods of the inputs (the model's pieces) that the contract states as their interface,
-                       # as model.encoder.embed(...) -> ...: named although the answer calls them
+                       # as model.encoder.embed(...) -> ..., or functions of the exercise's module that it hands
+                       # the student as tools, as addrop.whole_graph(...) -> ...: named although the answer calls them
 
     @property
     def path(self):
@@ -144,6 +145,13 @@ first_pass   "eval": the attribution runs with the model in eval mode (no dropou
          after attention dropout (the model hands those out when called with dropped_A=True). "train"
          is for "ga" and "aa" only: with "iga" it raises ValueError.
 
+The model's encoder, its forward below the head:
+  model.encoder(input_ids, attention_mask, token_type_ids, depth=d, ...) -> (hidden, [A_l] for the layers run)
+        runs the lowest d layers only (depth=None: all of them) and returns their output hidden
+        (B, T, C) (the first token's alone, (B, 1, C), with first_only=True) and the maps A_l
+        (B, H, T, T) of the d layers run, the lowest first; its other keywords are the model's
+        (dropped_A=True: each map taken after attention dropout)
+
 Whatever happens, also when it raises, the model goes back to the mode it came in, and no parameter
 gradient is computed or left behind (the .grad fields stay as they were). The lessons check B_l against
 finite differences, one backward against one per layer, and each of these behaviours.""", (
@@ -164,7 +172,7 @@ finite differences, one backward against one per layer, and each of these behavi
         "    iga: return _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget)\n"
         "finally: model.train(was)\n"
         "(addrop.py differentiates with respect to zero `probes` added to A instead: the same numbers, and "
-        "a compiled model can be differentiated with respect to its inputs only.)")),
+        "a compiled model can be differentiated with respect to its inputs only.)"), given=("encoder",)),
     Exercise(5, "addrop.py", "drop_mask", "Eq. 6-7, the mask", """\
 Step 3 of AD-DROP, for one layer: the mask M_l of Eq. 6-7.
 
@@ -322,15 +330,23 @@ second forward, with those masks, in train mode, and its loss on the gold labels
 model, batch   a Model, in the mode training left it (train mode), and a dict of (B, T) tensors
 layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
 loss           loss(logits, labels), the training loss of the masked forward's logits
-forward        what runs the masked forward, called as the model is, (ids, pad, types, masks) ->
-               (logits, maps); None: the model itself. train.py passes its DDP wrapper of the same model
-               (which doubles the batch for R-Drop): the attribution runs on `model`, never through it
+forward        what runs the masked forward, called as the model is, with four positional arguments,
+               the batch's (B, T) tensors and the list of masks (below), no keyword:
+                 forward(input_ids, attention_mask, token_type_ids, masks) -> (logits, maps)
+               None: the model itself, model(input_ids, attention_mask, token_type_ids, masks) -> (logits,
+               maps). train.py passes its DDP wrapper of the same model (which doubles the batch for
+               R-Drop): the attribution runs on `model`, never through it
 method, gold, regression, m, low, first_pass
                the settings of steps 1-3, as train.py's flags give them: the attribution ("ga", "iga",
                "aa", or "rd"), gold (batch["labels"] explained instead of the pseudo labels), a regression
                head, IGA's steps, the mirror strategy, the first pass's mode. Each must take effect.
-compile        None, or a torch.compile backend: each mask then built as one compiled graph (train.py
-               --compile; hint 2 says with what)
+compile        None: each mask built eagerly, by its function (exercise 5's, or exercise 9's for "rd")
+               called as it is. A backend name (train.py --compile; the lessons use "aot_eager"): each
+               mask built by that function compiled as one graph, called in its place with the same
+               arguments:
+                 addrop.whole_graph(fn, compile) -> fn compiled whole (fullgraph=True) with that backend
+               Under compile the coin flips are drawn as on a GPU, not as an eager CPU draws them: the
+               masks differ from the eager ones for the same seed, and must equal the real step's.
 returns        (the loss, the masks): masks a list with one entry per layer of the model, M_l
                (B, H, T, T) bool for a selected layer and None for the others
 
@@ -338,7 +354,7 @@ Compose the step from your pieces: addrop.py's addrop_masks, which does steps 1-
 run while the lessons run your step. The lessons check that the masked forward sees the masks, that the
 attribution runs in eval mode and the model comes back in the mode it came in, that no parameter gradient
 is left by the attribution, and that the loss and masks equal the real step's for the same seed, with each
-option.""", (
+option, compile="aot_eager" among them.""", (
         "You wrote every piece: the scores (exercise 4) and a mask from them (exercise 5) for each selected "
         "layer, or RD's random mask (exercise 9) with no scores at all; then one more forward, with the masks, "
         "and the loss on batch['labels']. The attribution takes care of its own mode.",
@@ -356,7 +372,7 @@ option.""", (
         "      masks[l] = drop_mask(scores[l], batch['attention_mask'], p, q, low=low) for each l in layers "
         "(through whole_graph(drop_mask, compile) when compile)\n"
         "logits, _ = (forward or model)(batch['input_ids'], batch['attention_mask'], batch['token_type_ids'], masks)\n"
-        "return loss(logits, batch['labels']), masks")),
+        "return loss(logits, batch['labels']), masks"), given=("whole_graph",)),
 ]
 BY_NUMBER = {e.number: e for e in EXERCISES}
 BY_PATH = {Path(e.path).name: e for e in EXERCISES}

@@ -335,7 +335,9 @@ def paper_mask(scores, attention_mask, p, q):
 def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     """Lesson 7. drop_mask finds the threshold with one selection (kthvalue) for the whole batch and
     never loops over rows; it must give the literal recipe's mask exactly, with the same random
-    draws. Scores are continuous, or integers 0..3 so that ties at the threshold are common."""
+    draws. Scores are continuous, or integers 0..3 so that ties at the threshold are common. Where
+    the masks differ, the candidates are compared alone, at q = 1 (every candidate dropped, no coin
+    flip matters): equal candidates leave the coin flips as the difference."""
     torch.manual_seed(0)
     scores = torch.randint(0, 4, (4, 3, 9, 9)).double() if ties else torch.randn(4, 3, 9, 9, dtype=torch.float64)
     attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
@@ -347,10 +349,24 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     true(fast.shape == paper.shape and fast.dtype == torch.bool,
          f"{said}: a {fast.dtype} mask of shape {tuple(fast.shape)}; expected torch.bool, {tuple(paper.shape)}")
     extra, missing = int((fast & ~paper).sum()), int((paper & ~fast).sum())
-    true(extra == missing == 0, f"{said}, against Eq. 6-7 taken literally, row by row, with the same coin flips: "
-         f"it drops {extra} positions the recipe keeps and keeps {missing} that it drops, of {paper.numel()}; "
-         "expected the same mask. The convention: True = dropped; a candidate is dropped with probability q "
-         "(the coin flip that is True with probability q drops it), kept with probability 1 - q")
+    if extra == missing == 0:
+        return
+    differs = (f"{said}, against Eq. 6-7 taken literally, row by row, with the same coin flips: it drops {extra} "
+               f"positions the recipe keeps and keeps {missing} that it drops, of {paper.numel()}")
+    # q = 1 drops every candidate: no coin flip matters, so the candidates alone are compared
+    torch.manual_seed(1)
+    fast_1 = addrop.drop_mask(scores, attention_mask, p, 1)
+    torch.manual_seed(1)
+    paper_1 = paper_mask(scores, attention_mask, p, 1)
+    extra_1, missing_1 = int((fast_1 & ~paper_1).sum()), int((paper_1 & ~fast_1).sum())
+    true(extra_1 or missing_1, f"{differs}; your candidates (q = 1) equal the recipe's; your coin flips differ from "
+         "the recipe's: draw them as model.py's dropout draws its own (one call of its Bernoulli draw, "
+         "bernoulli((B, H, T, T), q, generator, scores.device): shape (B, H, T, T), probability q, from "
+         "`generator`), True = dropped")
+    true(False, f"{differs}; your candidates differ too: at q = 1 (every candidate dropped, no coin flip matters) it "
+         f"drops {extra_1} positions the recipe keeps and keeps {missing_1} that it drops; expected the same mask. "
+         "The convention: True = dropped; a candidate is dropped with probability q (the coin flip that is True "
+         "with probability q drops it), kept with probability 1 - q")
 
 
 @pytest.mark.parametrize("prob", [0.02, 0.2, 0.6])
@@ -919,3 +935,35 @@ def test_step_equals_the_real_step(options):
                  "positions (same seed); expected the same: does each option reach the attribution and the mask?")
     close(loss, want_loss, f"{said}: its loss, against the real step's (same seed; the masked forward, the labels "
           "of the batch)", atol=1e-12)
+
+
+@pytest.mark.exercise(11)
+@pytest.mark.parametrize("method", ["ga", "rd"])
+def test_compiled_step_equals_the_real_compiled_step(method):
+    """Lesson 21b. compile (train.py --compile): with a backend name, each mask is built as one compiled graph,
+    its function through addrop.whole_graph(fn, compile), which compiles fn whole (fullgraph=True). Under
+    compile the coin flips are drawn as on a GPU, one uniform per entry, not by the gaps an eager CPU draws: for
+    the same seed at q = 0.1 the masks differ from the eager ones, so a step that ignores compile is seen. With
+    compile="aot_eager" (torch.compile's backend that needs no C compiler), the step's masks are the real
+    step's exactly and its loss to 1e-12, with the attribution's masks and RD's."""
+    net, batch = tiny_model(), padded_batch()
+    said = f"the step with method={method!r}, q = 0.1, compile='aot_eager'"
+    results = []
+    for step in (addrop.addrop_step, impl.real(addrop, "addrop_step")):
+        net.train()
+        torch.manual_seed(0)
+        with composed():
+            results.append(step(net, batch, [0, 2], 0.5, 0.1, loss_sum, method=method, compile="aot_eager"))
+    (loss, masks), (want_loss, want_masks) = results
+    true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
+    for l in range(L):
+        got, want = masks[l], want_masks[l]
+        true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
+             f"expected {'None' if want is None else 'a tensor'}")
+        if want is not None:
+            diff = int((got != want).sum())
+            true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
+                 "positions (same seed); expected the same: with compile a backend name, each mask comes from its "
+                 "function through addrop.whole_graph(fn, compile), whose coin flips are drawn as under compile, "
+                 "not as an eager CPU draws them")
+    close(loss, want_loss, f"{said}: its loss, against the real step's (same seed)", atol=1e-12)

@@ -47,6 +47,8 @@ WRONG = [
     (5, "a float for the integer index", "n * keep // 10**6", "(n.double() * (1 - p)).long()"),
     (5, "above the threshold, not at or above", "drop = scores >= thr", "drop = scores > thr"),
     (5, "q as the probability to keep", "bernoulli((B, H, T, T), q,", "bernoulli((B, H, T, T), 1 - q,"),
+    (5, "coin flips from another stream", "bernoulli((B, H, T, T), q, generator, scores.device)",
+     "(torch.rand((B, H, T, T), generator=generator, device=scores.device) < q)"),
     (6, "no guard", "drop.view(torch.uint8).mul_(1 - lost)", "drop"),
     (6, "padding queries masked", "real[:, None, :, None] & real[:, None, None, :]", "real[:, None, None, :]"),
     (7, "the parity flipped", "epoch % 2 == 0", "epoch % 2 == 1"),
@@ -67,10 +69,16 @@ WRONG = [
     (11, "an attribution by backward()", "masks = [None] *",
      'model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0].sum().backward(); '
      "masks = [None] *"),
+    (11, "compile ignored", "mask = whole_graph(drop_mask, compile) if compile else drop_mask", "mask = drop_mask"),
     (11, "steps 1-3 by addrop_masks", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
      "    masks = addrop_masks(model, batch, layers, p, q, method=method, gold=gold, regression=regression, m=m,"
      " low=low, first_pass=first_pass, compile=compile)"),
 ]
+
+
+# what the failure of a wrong answer must say, beyond its exercise and lesson
+SAYS = {(5, "coin flips from another stream"): "your candidates (q = 1) equal the recipe's; your coin flips differ",
+        (11, "compile ignored"): "compile='aot_eager'"}
 
 
 def written(e, old=None, new=None):
@@ -178,7 +186,9 @@ def test_contract_holds_no_line_of_the_answer(e):
     One exception, narrow: a method of an input (the model's pieces, as model.encoder.embed) that the contract
     must state as that input's interface, with what it takes and returns, may be named when the exercise lists
     it as given (make.Exercise.given) and the contract writes it as a call on a parameter of the signature,
-    followed by its outputs (model.encoder.embed(input_ids, ...) -> (x, pad)): an interface, not a step."""
+    followed by its outputs (model.encoder.embed(input_ids, ...) -> (x, pad)): an interface, not a step; and
+    likewise a function of the exercise's own module handed to the student as a tool, written as a call on
+    the module with its outputs (addrop.whole_graph(fn, compile) -> ...)."""
     student, body = shown(e), make.real_body(e)
     leaked = _code_lines(body) & _code_lines(student)
     assert not leaked, f"{e.path} shows lines of its answer: {sorted(leaked)[:3]}"
@@ -187,7 +197,7 @@ def test_contract_holds_no_line_of_the_answer(e):
              and isinstance(n.func, (ast.Name, ast.Attribute))}
     params = list(inspect.signature(getattr(impl.importlib.import_module(e.file[:-3]), e.name)).parameters)
     for name in e.given:
-        assert re.search(rf"\b(?:{'|'.join(params)})(?:\.\w+)*\.{name}\([^)]*\) -> ", student), \
+        assert re.search(rf"\b(?:{'|'.join([*params, e.file[:-3]])})(?:\.\w+)*\.{name}\([^)]*\) -> ", student), \
             f"{e.path}: {name}, given, is not stated as a call on an input with its outputs (model.x.{name}(...) -> ...)"
     named = sorted(name for name in calls & _project_functions() - {e.name} - set(e.given)
                    if re.search(rf"\b{name}\b", student))
@@ -275,13 +285,14 @@ def test_each_exercise_written_alone_passes(e, runs):
 def test_wrong_answers_fail_in_words(n, mistake, old, new, runs):
     """(g) Each held-back wrong answer, written into its exercise file, fails its exercise's command, naming the
     exercise (and test_addrop.py's lesson by number), what was measured, and the hint command, with no tensor
-    printed whole and no traceback. One whose text is no longer in the body fails here alone, naming it."""
+    printed whole and no traceback; where SAYS has words for it, those words (the slip named). One whose text is no longer in the body fails here alone, naming it."""
     if isinstance(runs["wrong", n, mistake], str):
         pytest.fail(runs["wrong", n, mistake])
     code, out, _, _ = runs["wrong", n, mistake]
     lesson = r", lesson \d+\w?" if make.BY_NUMBER[n].file == "addrop.py" else ""
     assert code == 1 and re.search(rf"Exercise {n} \({make.BY_NUMBER[n].name}\){lesson}: ", out), out
     assert f"python exercises/hint.py {n}" in out and "tensor(" not in out and "Traceback" not in out, out
+    assert SAYS.get((n, mistake), "") in out, out
 
 
 def test_usage_errors_say_what_to_do(runs):
