@@ -71,3 +71,12 @@ def test_the_script_runs_from_the_repository_root(tiny, tmp_path):
     assert set(result["methods"]) == {"plain", "ga-first", "ga-all", "aa-all", "rd-all"}
     assert all(math.isfinite(m["ratio"]) and m["ratio"] > 0 for m in result["methods"].values())
     assert result["data"]["examples"] == 8 and result["data"]["task"] == "rte"
+
+
+@pytest.mark.parametrize("argv, message", [(["--methods", "ga-all,gaa"], "--methods: unknown gaa; choose from plain"),
+                                           (["--methods", "plain,iga"], "--methods: unknown iga")])
+def test_bad_methods_are_refused_by_name(capsys, argv, message):
+    """bench.py --methods names each method it does not know, and the ones it does, before any model is built."""
+    with pytest.raises(SystemExit):
+        bench.parse_args(argv)
+    assert message in capsys.readouterr().err

@@ -598,6 +598,7 @@ def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
     (["--shots", "8", "--shots-holdout", "--holdout", "0.2"], "--shots-holdout and --holdout: choose one"),
     (["--dev-once"], "--dev-once: dev must not pick the epoch it is scored at"),
     (["--tie-break", "last"], "argument --tie-break: invalid choice: 'last'"),
+    (["--compile", "tensorrt-nope"], "--compile 'tensorrt-nope': not a torch.compile backend"),
 ])
 def test_new_flags_refused_by_name(capsys, argv, message):
     """The flags this file's features added refuse a bad value in parse_args, in one line naming it."""
