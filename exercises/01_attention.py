@@ -11,7 +11,7 @@ x        (B, T, C) the layer's input; the C channels are H heads of D = C / H ch
 pad      (B, 1, 1, T) the additive padding mask: 0 on real keys, -inf on padding keys
 M        (B, H, T, T) bool, True where M_l = -inf (that query may not look at that key), or None
 returns  (A, v): A (B, H, T, T), for each head and query a distribution over the keys;
-         v (B, H, T, D), the values A weighs, split into heads as q and k are
+         v (B, H, T, D), the values A weighs, in heads as q and k are
 
 The lessons run the whole model on your A (its outputs must equal Hugging Face's BERT, RoBERTa and
 ELECTRA to 1e-5), and check that padding changes no real token's output, that every row of A sums to 1

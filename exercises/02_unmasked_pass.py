@@ -1,21 +1,24 @@
 """
 Exercise 2 of 11: _unmasked_pass, Eq. 4, the first pass and its pseudo labels.
 
-Step 1 of AD-DROP: the first, unmasked forward of the batch, and the labels whose attribution is wanted.
+Step 1 of AD-DROP: the first forward of the batch, no position dropped, and the labels whose
+attribution is wanted: those given, or the pseudo labels of Eq. 4,
+
+    c~ = argmax_c P_F(c | x)          (for each scored token, in a token task)
 
 model      a Model: model(input_ids, attention_mask, token_type_ids, dropped_A=..., probes=...)
-           returns (logits, [A_l (B, H, T, T)] * L)
+           -> (logits, [A_l (B, H, T, T)] * L), logits (B, K), or (B, T, K) for a token task
 batch      a dict of (B, T) tensors: input_ids, attention_mask, token_type_ids, labels
-labels     the labels to attribute, (B,), or (B, T) for a token task; or None: then the pseudo labels
-           c~ of Eq. 4, the class the model itself predicts for each example (each token, for a
-           token task)
-dropped_A, probes   for the model: they must reach it as given
-returns    (logits, labels, attns): the model's outputs for the batch and the labels to attribute
+labels     (B,), or (B, T) for a token task; None: the pseudo labels
+dropped_A, probes   the model's keywords of those names, chosen by the caller (exercise 4): this
+           forward honours them
+returns    (logits, labels, attns): this forward's logits and maps, and the labels to attribute
 
-A token task scores only some tokens: wherever batch["labels"] is IGNORE, the pseudo label is IGNORE.
+Where a token task does not score a token (batch["labels"] is IGNORE there: word continuations,
+special tokens, padding), the token has no pseudo label either: IGNORE.
 
-The lessons check that a label given is the label used, that with none the attribution is that of the
-model's own prediction, and, on a token model, that the pseudo labels are IGNORE where the batch's are.
+The lessons check that a label given is the label attributed, that with none the attribution is that
+of the model's own prediction, and the rule for tokens.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

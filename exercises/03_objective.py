@@ -4,18 +4,19 @@ Exercise 3 of 11: objective, Eq. 5's F: the label's logit; -L for regression and
 Eq. 5's F: the scalar whose gradient dF/dA_l is the attribution B_l.
 
 logits, labels, regression   one of three kinds of head:
-  classification   logits (B, K), labels (B,) classes c~
+  classification   logits (B, K), labels (B,) the classes c~ to attribute
   regression       regression=True, logits (B, 1), labels (B,) gold scores y
   token task       logits (B, T, K), labels (B, T), IGNORE where a token is not scored
 returns          F, a 0-dim tensor
 
 What F is, in the paper's terms:
-  classification   the model's confidence in each example's label: F_c~(x), the logit of class c~
-                   (Eq. 4-5). One F serves the whole batch: examples do not interact, so dF/dA of
-                   example i must be exactly example i's own dF_c~i(x_i)/dA, whatever B is.
-  regression       no class to pick: F = -L, L the squared-error loss of the predictions against y,
-                   with the usual factor 1/2 (Appendix A), over the batch as above
+  classification   F_c~(A), the logit of class c~ before the softmax (Eq. 4-5)
+  regression       no class to attribute (Appendix A): F = -L, L the actual loss, the squared error
+                   1/2 (y^ - y)^2
   token task       F = -L, L the pseudo loss of Appendix A Eq. 2 (exercise 10)
+
+One F serves a whole batch, whose examples do not interact: F's gradient with respect to example i's
+attention must be example i's own dF/dA, exactly, whatever else the batch holds.
 
 The lessons compare dF/dA with finite differences of the model's logits (to 1e-6), and the regression
 case with the gradient of a regression head's loss.

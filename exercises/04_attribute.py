@@ -2,20 +2,21 @@
 Exercise 4 of 11: attribute, Eq. 5, all selected layers from ONE backward.
 
 Steps 1-2 of AD-DROP: the attribution scores B_l (B, H, T, T) of each layer l in `layers`, as a dict
-{l: B_l}, with B_l = dF/dA_l (Eq. 5), F Eq. 5's scalar (exercise 3) of the labels (exercise 2: the
-pseudo labels when labels is None), A_l layer l's attention probabilities.
+{l: B_l}.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2
-method   "ga": the gradient, Eq. 5, every selected layer's from ONE backward pass;
-         "iga": integrated gradients with m steps, Eq. 3 (exercise 8; hand ig_budget on to it);
-         "aa": the attention maps A_l themselves (Table 2), from a forward that runs no layer above
-               the highest selected one (the model's encoder takes depth=d to run its lowest d layers)
+method   "ga": Eq. 5, B_l = dF/dA_l, F exercise 3's scalar of the labels that exercise 2 settles, A_l
+               layer l's attention probabilities; every selected layer's from ONE backward pass
+         "iga": Eq. 3's integrated gradients with m steps (exercise 8, whose ig_budget this is)
+         "aa": Table 2's AA: the attention probabilities A_l themselves; no layer above the highest
+               selected one runs
          anything else: ValueError
-labels   None (pseudo labels) or the gold labels; with regression=True always batch["labels"]
-first_pass   "eval": the attribution runs with the model in eval mode (no dropout: the pseudo label is
-         the model's actual prediction); "train" (the authors' code): in train mode, and the maps taken
-         after attention dropout (the model hands those out when called with dropped_A=True). "train"
-         is for "ga" and "aa" only: with "iga" it raises ValueError.
+labels   None (pseudo labels) or the gold labels. regression=True: a regression head, which has no
+         pseudo label: its attribution is of the actual loss, on the batch's gold scores (Appendix A)
+first_pass   the mode of the attribution's forward: "eval" (no dropout: the pseudo label is the
+         model's actual prediction) or "train" (the authors' code: dropout on, each map taken after
+         attention dropout). A map with dropout's zeros on it is no point of integrated gradients'
+         path from 0 to A_l: "train" with "iga" is a ValueError.
 
 The model's encoder, its forward below the head:
   model.encoder(input_ids, attention_mask, token_type_ids, depth=d, ...) -> (hidden, [A_l] for the layers run)
@@ -24,9 +25,9 @@ The model's encoder, its forward below the head:
         (B, H, T, T) of the d layers run, the lowest first; its other keywords are the model's
         (dropped_A=True: each map taken after attention dropout)
 
-Whatever happens, also when it raises, the model goes back to the mode it came in, and no parameter
-gradient is computed or left behind (the .grad fields stay as they were). The lessons check B_l against
-finite differences, one backward against one per layer, and each of these behaviours.
+Afterwards, returned or raised, the model is in the mode it came in, and every parameter's .grad is as
+it was. The lessons check B_l against finite differences, one backward against one per layer, and each
+behaviour above.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

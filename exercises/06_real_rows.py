@@ -1,18 +1,18 @@
 """
 Exercise 6 of 11: _real_rows, Eq. 6-7's edge cases: real pairs only, never a whole row.
 
-What both masks (exercises 5 and 9) do last: keep their drops to the positions where dropping is
-allowed and safe.
+What both masks (exercises 5 and 9) do last: keep their drops to where dropping is allowed and safe.
 
 drop             (B, H, T, T) bool, True where a position would be dropped (you may change it in place)
 attention_mask   (B, T) 1 on real tokens, 0 on padding
-returns          the mask, (B, H, T, T) bool: drop, except that
+returns          the mask, (B, H, T, T) bool: drop, changed only where these require it:
 
-- a position that is not a (real query, real key) pair is never dropped: a padding key carries no
-  attention, and a padding query's output reaches no real token, so its mask would change nothing;
-- a row that would lose every real key (all -inf: NaN after the softmax) keeps them all instead.
+- only (real query, real key) pairs are ever dropped: a padding key has no attention to lose, and a
+  padding query's output reaches no real token, so a drop there would drop nothing;
+- no real query may be left with no real key to attend to: Eq. 1 would give it a row of -inf, NaN
+  after the softmax. Such a query's attention comes out as the unmasked model's.
 
-Nothing else changes. The lessons check both on rows worked by hand and on whole masks.
+The lessons check both on rows worked by hand and on whole masks.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

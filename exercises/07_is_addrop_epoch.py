@@ -1,10 +1,10 @@
 """
 Exercise 7 of 11: is_addrop_epoch, Algorithm 1, cross-tuning.
 
-Algorithm 1, cross-tuning: whether epoch `epoch` (counted from 1) runs AD-DROP, a bool.
+Algorithm 1, cross-tuning (Section 2.4): whether training epoch `epoch` runs AD-DROP (Algorithm 1's
+lines 7-9) rather than the original fine-tuning (lines 3-5), a bool. Epochs count as Algorithm 1's do.
 
-cross_tuning   True: plain fine-tuning and AD-DROP take turns, epoch by epoch, and training starts
-               plain; False (Table 2's ablation): no epoch is plain.
+cross_tuning   True: Algorithm 1's schedule. False: Table 2's ablation "w/o cross-tuning" (Section 3.4).
 
 The lessons check the first epochs of both schedules.
 

@@ -5,11 +5,10 @@ Eq. 3, integrated gradients: for each l in `layers`,
 
     B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
 
-a right Riemann sum of m steps along the straight path from 0 to A_l: in step k only layer l's
-attention is scaled by k/m, every other layer runs as it is, and the gradient is taken at the scaled
-point: the derivative of F with respect to the map k/m A_l that layer l used in that run, not at A_l.
-F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; when labels is None, of the pseudo
-labels (Eq. 4) of the unscaled forward.
+F(k/m A_l) is F of the forward in which layer l's map is multiplied by k/m and every other layer runs
+as usual; its derivative is taken at that scaled map, the point k/m A_l of the path, not at A_l. F is
+Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
+(Eq. 4, as exercise 2 settles them) of the unscaled forward, the same for every k.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
                caller chose (exercise 4 sets it)
@@ -29,7 +28,7 @@ The model's pieces, which its own forward chains from the bottom up (L = len(mod
         the task's logits from the top layer's output
 
 The lessons check completeness (sum of B_l near F(A) - F(0) as m grows), m = 1 against A times the
-gradient, and a plain loop's numbers to 1e-10.
+gradient, and the real code's numbers to 1e-10.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

@@ -1,19 +1,22 @@
 """
 Exercise 9 of 11: random_mask, Table 2's RD, the random baseline.
 
-RD, Table 2's random baseline: a mask of exercise 5's kind without the attribution: its candidates a
-random p-fraction of each row, each dropped with probability q; no first pass.
+RD, Table 2's random baseline: Eq. 6's candidate region randomly generated instead of read from an
+attribution (Section 3.4), each real position a candidate with probability p, independently, and each
+candidate dropped with probability q (Eq. 7). No first pass, no scores.
 
 attention_mask   (B, T) 1 on real tokens, 0 on padding
 H                the number of heads
+p, q             as in exercise 5
 generator        the random stream (None: torch's default)
-returns          M (B, H, T, T) bool, True where dropped, with exercise 5's edge cases: real pairs
-                 only, and a row that would lose every real key keeps them all
+returns          M (B, H, T, T) bool, True where dropped, keeping exercise 6's rules
 
-What must hold: every real (query, key) position of every head is dropped independently, all with the
-same probability (which one, in p and q?). The coin flips are one field over the whole mask, drawn from
-`generator` as exercise 5 draws its own. The lessons check the rate, that the heads differ, the edge
-cases, and that for the same seed your mask is the real one's.
+For the same seed the lessons expect the real mask, whose only randomness is one draw over the whole
+of M of model.py's bernoulli (which addrop.py imports):
+
+  addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
+
+They also check the rate of drops, that the heads differ, and the edge cases.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

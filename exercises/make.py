@@ -62,7 +62,7 @@ x        (B, T, C) the layer's input; the C channels are H heads of D = C / H ch
 pad      (B, 1, 1, T) the additive padding mask: 0 on real keys, -inf on padding keys
 M        (B, H, T, T) bool, True where M_l = -inf (that query may not look at that key), or None
 returns  (A, v): A (B, H, T, T), for each head and query a distribution over the keys;
-         v (B, H, T, D), the values A weighs, split into heads as q and k are
+         v (B, H, T, D), the values A weighs, in heads as q and k are
 
 The lessons run the whole model on your A (its outputs must equal Hugging Face's BERT, RoBERTa and
 ELECTRA to 1e-5), and check that padding changes no real token's output, that every row of A sums to 1
@@ -78,21 +78,24 @@ with nothing on padding keys, and that a mask with one True entry zeroes exactly
         "return F.softmax(q @ k.transpose(-2, -1) + bias, dim=-1), v\n"
         "(model.py folds 1/sqrt(D) into q's weights instead: fewer multiplications, equal to rounding.)")),
     Exercise(2, "addrop.py", "_unmasked_pass", "Eq. 4, the first pass and its pseudo labels", """\
-Step 1 of AD-DROP: the first, unmasked forward of the batch, and the labels whose attribution is wanted.
+Step 1 of AD-DROP: the first forward of the batch, no position dropped, and the labels whose
+attribution is wanted: those given, or the pseudo labels of Eq. 4,
+
+    c~ = argmax_c P_F(c | x)          (for each scored token, in a token task)
 
 model      a Model: model(input_ids, attention_mask, token_type_ids, dropped_A=..., probes=...)
-           returns (logits, [A_l (B, H, T, T)] * L)
+           -> (logits, [A_l (B, H, T, T)] * L), logits (B, K), or (B, T, K) for a token task
 batch      a dict of (B, T) tensors: input_ids, attention_mask, token_type_ids, labels
-labels     the labels to attribute, (B,), or (B, T) for a token task; or None: then the pseudo labels
-           c~ of Eq. 4, the class the model itself predicts for each example (each token, for a
-           token task)
-dropped_A, probes   for the model: they must reach it as given
-returns    (logits, labels, attns): the model's outputs for the batch and the labels to attribute
+labels     (B,), or (B, T) for a token task; None: the pseudo labels
+dropped_A, probes   the model's keywords of those names, chosen by the caller (exercise 4): this
+           forward honours them
+returns    (logits, labels, attns): this forward's logits and maps, and the labels to attribute
 
-A token task scores only some tokens: wherever batch["labels"] is IGNORE, the pseudo label is IGNORE.
+Where a token task does not score a token (batch["labels"] is IGNORE there: word continuations,
+special tokens, padding), the token has no pseudo label either: IGNORE.
 
-The lessons check that a label given is the label used, that with none the attribution is that of the
-model's own prediction, and, on a token model, that the pseudo labels are IGNORE where the batch's are.""", (
+The lessons check that a label given is the label attributed, that with none the attribution is that
+of the model's own prediction, and the rule for tokens.""", (
         "One forward of the model with no mask; what it returns, plus the labels, is what you return.",
         "Only when labels is None are they computed, from the logits you already have (Eq. 4). addrop.py "
         "has that as a function of its own, tokens and IGNORE included.",
@@ -104,18 +107,19 @@ model's own prediction, and, on a token model, that the pseudo labels are IGNORE
 Eq. 5's F: the scalar whose gradient dF/dA_l is the attribution B_l.
 
 logits, labels, regression   one of three kinds of head:
-  classification   logits (B, K), labels (B,) classes c~
+  classification   logits (B, K), labels (B,) the classes c~ to attribute
   regression       regression=True, logits (B, 1), labels (B,) gold scores y
   token task       logits (B, T, K), labels (B, T), IGNORE where a token is not scored
 returns          F, a 0-dim tensor
 
 What F is, in the paper's terms:
-  classification   the model's confidence in each example's label: F_c~(x), the logit of class c~
-                   (Eq. 4-5). One F serves the whole batch: examples do not interact, so dF/dA of
-                   example i must be exactly example i's own dF_c~i(x_i)/dA, whatever B is.
-  regression       no class to pick: F = -L, L the squared-error loss of the predictions against y,
-                   with the usual factor 1/2 (Appendix A), over the batch as above
+  classification   F_c~(A), the logit of class c~ before the softmax (Eq. 4-5)
+  regression       no class to attribute (Appendix A): F = -L, L the actual loss, the squared error
+                   1/2 (y^ - y)^2
   token task       F = -L, L the pseudo loss of Appendix A Eq. 2 (exercise 10)
+
+One F serves a whole batch, whose examples do not interact: F's gradient with respect to example i's
+attention must be example i's own dF/dA, exactly, whatever else the batch holds.
 
 The lessons compare dF/dA with finite differences of the model's logits (to 1e-6), and the regression
 case with the gradient of a regression head's loss.""", (
@@ -130,20 +134,21 @@ case with the gradient of a regression head's loss.""", (
         "return logits.gather(1, labels[:, None]).sum()")),
     Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward", """\
 Steps 1-2 of AD-DROP: the attribution scores B_l (B, H, T, T) of each layer l in `layers`, as a dict
-{l: B_l}, with B_l = dF/dA_l (Eq. 5), F Eq. 5's scalar (exercise 3) of the labels (exercise 2: the
-pseudo labels when labels is None), A_l layer l's attention probabilities.
+{l: B_l}.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2
-method   "ga": the gradient, Eq. 5, every selected layer's from ONE backward pass;
-         "iga": integrated gradients with m steps, Eq. 3 (exercise 8; hand ig_budget on to it);
-         "aa": the attention maps A_l themselves (Table 2), from a forward that runs no layer above
-               the highest selected one (the model's encoder takes depth=d to run its lowest d layers)
+method   "ga": Eq. 5, B_l = dF/dA_l, F exercise 3's scalar of the labels that exercise 2 settles, A_l
+               layer l's attention probabilities; every selected layer's from ONE backward pass
+         "iga": Eq. 3's integrated gradients with m steps (exercise 8, whose ig_budget this is)
+         "aa": Table 2's AA: the attention probabilities A_l themselves; no layer above the highest
+               selected one runs
          anything else: ValueError
-labels   None (pseudo labels) or the gold labels; with regression=True always batch["labels"]
-first_pass   "eval": the attribution runs with the model in eval mode (no dropout: the pseudo label is
-         the model's actual prediction); "train" (the authors' code): in train mode, and the maps taken
-         after attention dropout (the model hands those out when called with dropped_A=True). "train"
-         is for "ga" and "aa" only: with "iga" it raises ValueError.
+labels   None (pseudo labels) or the gold labels. regression=True: a regression head, which has no
+         pseudo label: its attribution is of the actual loss, on the batch's gold scores (Appendix A)
+first_pass   the mode of the attribution's forward: "eval" (no dropout: the pseudo label is the
+         model's actual prediction) or "train" (the authors' code: dropout on, each map taken after
+         attention dropout). A map with dropout's zeros on it is no point of integrated gradients'
+         path from 0 to A_l: "train" with "iga" is a ValueError.
 
 The model's encoder, its forward below the head:
   model.encoder(input_ids, attention_mask, token_type_ids, depth=d, ...) -> (hidden, [A_l] for the layers run)
@@ -152,9 +157,9 @@ The model's encoder, its forward below the head:
         (B, H, T, T) of the d layers run, the lowest first; its other keywords are the model's
         (dropped_A=True: each map taken after attention dropout)
 
-Whatever happens, also when it raises, the model goes back to the mode it came in, and no parameter
-gradient is computed or left behind (the .grad fields stay as they were). The lessons check B_l against
-finite differences, one backward against one per layer, and each of these behaviours.""", (
+Afterwards, returned or raised, the model is in the mode it came in, and every parameter's .grad is as
+it was. The lessons check B_l against finite differences, one backward against one per layer, and each
+behaviour above.""", (
         "The mode first: remember model.training, switch, and switch back in a finally. Then one case a "
         "method. For ga, the maps your forward hands out are tensors in the autograd graph: torch.autograd."
         "grad differentiates F with respect to a list of them at once and touches no .grad field.",
@@ -178,30 +183,32 @@ Step 3 of AD-DROP, for one layer: the mask M_l of Eq. 6-7.
 
 scores           (B, H, T, T) the attribution B_l
 attention_mask   (B, T) 1 on real tokens, 0 on padding
-p, q             the candidate fraction and the drop probability of a candidate
+p, q             Eq. 6's candidate fraction and Eq. 7's drop rate
 low              True: the mirror strategy of Section 2.2, the LOWEST scores are the candidates
-generator        the random stream of the coin flips (None: torch's default)
+generator        the random stream of Eq. 7's coin flips (None: torch's default)
 returns          M (B, H, T, T) bool, True where M_l = -inf: the position is dropped
 
-Eq. 6, per row (example, head, query): with n the example's real length and b^ the row's n real scores
-in ascending order, the candidates are the real keys scoring at or above b^[int(n (1 - p))], about the
-top p of the row. Eq. 7: each candidate is dropped with probability q. The coin flips are one per
-position of the mask, drawn from `generator` as model.py's dropout draws its own: the lessons compare
-your mask with the recipe's for the same draws.
+Eq. 6 reads each row (example, head, query) over its real keys: n the example's real length, b^ the
+row's n real scores in ascending order, a key is a candidate when it scores at least b^[int(n (1 - p))].
+Eq. 7: each candidate is dropped with probability q. M also keeps exercise 6's rules.
 
-Behaviour the lessons check: padding keys are never candidates and padding queries lose nothing;
-p = 0 or q = 0 drops nothing, p = 1 makes every real key a candidate, q = 1 drops every candidate;
-int(n (1 - p)) is exact for every n, p given to 6 decimals (at p = 0.9 and n = 10 it is 1, though
-10 (1 - 0.9) is just below 1 in floating point); ties at the threshold are all candidates; a row that
-would lose every real key keeps them all; the mask equals the literal recipe's, row by row.""", (
+Conventions the lessons compare against: int(n (1 - p)) is the exact integer for every n, p given to
+6 decimals (at p = 0.9 and n = 10 it is 1, though 10 (1 - 0.9) is just below 1 in floating point);
+ties at the threshold are all candidates; and for the same seed M equals the recipe's, whose coin
+flips are one draw over the whole of M, True where a coin says drop, of model.py's bernoulli (which
+addrop.py imports):
+
+  addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
+
+The lessons check Eq. 6-7 on rows worked by hand, p and q at 0 and at 1, the rate of drops, and the
+mask against the recipe's, row by row.""", (
         "Padding keys must never reach the threshold: give them a score that sorts last (+inf) before "
         "sorting each row. The threshold is one entry per row, its index the same for every row of an "
-        "example; gather reads it. Keep the index in integers: round(1 - p, 6) times 10**6, times n, "
-        "floor-divided by 10**6.",
-        "The coin flips: model.py's bernoulli(shape, prob, generator, device) is True with probability prob, "
-        "drawn as its dropout draws (the lessons compare with those draws): bernoulli((B, H, T, T), q, "
-        "generator, scores.device), True where a candidate is dropped. The edge rows (padding, the guard) "
-        "are exercise 6's function: end with it.",
+        "example; gather reads it, and an index of n (p = 0) means no candidate. Keep the index in integers: "
+        "round(1 - p, 6) times 10**6, times n, floor-divided by 10**6. low: negate the scores.",
+        "The coin flips: bernoulli((B, H, T, T), q, generator, scores.device), True where a candidate is "
+        "dropped; a position is dropped where it is a candidate and its coin says so. The edge rows (padding, "
+        "a row with no real key left) are exercise 6's function, _real_rows: end with it.",
         "real = attention_mask.bool()[:, None, None, :]; n = attention_mask.sum(-1); scores = -scores if low\n"
         "keep = round((1 - p) * 10**6); if q == 0 or keep == 10**6: return all False\n"
         "idx = n * keep // 10**6                                   # int(n (1 - p)), (B,)\n"
@@ -209,20 +216,20 @@ would lose every real key keeps them all; the mask equals the literal recipe's, 
         "thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1)), "
         "+inf where idx == n\n"
         "drop = (scores >= thr) & bernoulli((B, H, T, T), q, generator, scores.device)\n"
-        "return _real_rows(drop, attention_mask)")),
+        "return _real_rows(drop, attention_mask)"), given=("bernoulli",)),
     Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row", """\
-What both masks (exercises 5 and 9) do last: keep their drops to the positions where dropping is
-allowed and safe.
+What both masks (exercises 5 and 9) do last: keep their drops to where dropping is allowed and safe.
 
 drop             (B, H, T, T) bool, True where a position would be dropped (you may change it in place)
 attention_mask   (B, T) 1 on real tokens, 0 on padding
-returns          the mask, (B, H, T, T) bool: drop, except that
+returns          the mask, (B, H, T, T) bool: drop, changed only where these require it:
 
-- a position that is not a (real query, real key) pair is never dropped: a padding key carries no
-  attention, and a padding query's output reaches no real token, so its mask would change nothing;
-- a row that would lose every real key (all -inf: NaN after the softmax) keeps them all instead.
+- only (real query, real key) pairs are ever dropped: a padding key has no attention to lose, and a
+  padding query's output reaches no real token, so a drop there would drop nothing;
+- no real query may be left with no real key to attend to: Eq. 1 would give it a row of -inf, NaN
+  after the softmax. Such a query's attention comes out as the unmasked model's.
 
-Nothing else changes. The lessons check both on rows worked by hand and on whole masks.""", (
+The lessons check both on rows worked by hand and on whole masks.""", (
         "Two (B, 1, T, 1) and (B, 1, 1, T) views of the real tokens, combined, say which pairs are real.",
         "A row has lost every real key when every position is dropped or padding: (drop | padding key).all "
         "over the keys, kept as (B, H, T, 1); such rows become all False.",
@@ -231,25 +238,26 @@ Nothing else changes. The lessons check both on rows worked by hand and on whole
         "lost = (drop | ~real[:, None, None, :]).all(-1, keepdim=True)\n"
         "return drop & ~lost")),
     Exercise(7, "addrop.py", "is_addrop_epoch", "Algorithm 1, cross-tuning", """\
-Algorithm 1, cross-tuning: whether epoch `epoch` (counted from 1) runs AD-DROP, a bool.
+Algorithm 1, cross-tuning (Section 2.4): whether training epoch `epoch` runs AD-DROP (Algorithm 1's
+lines 7-9) rather than the original fine-tuning (lines 3-5), a bool. Epochs count as Algorithm 1's do.
 
-cross_tuning   True: plain fine-tuning and AD-DROP take turns, epoch by epoch, and training starts
-               plain; False (Table 2's ablation): no epoch is plain.
+cross_tuning   True: Algorithm 1's schedule. False: Table 2's ablation "w/o cross-tuning" (Section 3.4).
 
 The lessons check the first epochs of both schedules.""", (
-        "Which epochs run AD-DROP with cross-tuning: 2, 4, 6, ...",
-        "The parity of the epoch, unless cross_tuning is off.",
+        "Algorithm 1's line 4 is the whole decision: which epochs take the other branch? Section 2.4 says it "
+        "in words, line 1 where the count starts; Section 3.4 says what the ablation runs instead.",
+        "With cross-tuning, odd epochs fine-tune plainly and even epochs run AD-DROP (1, 3, 5, ... plain); "
+        "without it, every epoch runs AD-DROP. The parity of the epoch decides.",
         "return epoch % 2 == 0 if cross_tuning else True")),
     Exercise(8, "addrop.py", "_integrated_gradients", "Eq. 3, integrated gradients", """\
 Eq. 3, integrated gradients: for each l in `layers`,
 
     B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
 
-a right Riemann sum of m steps along the straight path from 0 to A_l: in step k only layer l's
-attention is scaled by k/m, every other layer runs as it is, and the gradient is taken at the scaled
-point: the derivative of F with respect to the map k/m A_l that layer l used in that run, not at A_l.
-F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; when labels is None, of the pseudo
-labels (Eq. 4) of the unscaled forward.
+F(k/m A_l) is F of the forward in which layer l's map is multiplied by k/m and every other layer runs
+as usual; its derivative is taken at that scaled map, the point k/m A_l of the path, not at A_l. F is
+Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
+(Eq. 4, as exercise 2 settles them) of the unscaled forward, the same for every k.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
                caller chose (exercise 4 sets it)
@@ -269,15 +277,15 @@ The model's pieces, which its own forward chains from the bottom up (L = len(mod
         the task's logits from the top layer's output
 
 The lessons check completeness (sum of B_l near F(A) - F(0) as m grows), m = 1 against A times the
-gradient, and a plain loop's numbers to 1e-10.""", (
+gradient, and the real code's numbers to 1e-10.""", (
         "A plain loop is a correct answer: for each layer l and each k, run the model with layer l "
         "scaled by k/m, take dF/dA at the scaled map, and add it up. Only the layers from l up depend on "
         "the scale: the input x_l of layer l can be computed once.",
         "The unscaled pass (under torch.no_grad): x, pad = model.encoder.embed(ids, mask, types), then each "
         "layer in turn, keeping each input x_l and map A_l; pseudo labels from model.head(x) when labels is "
-        "None. For each l and k: h, A_s = layers[l](x_l, pad, scale=k/m) under torch.enable_grad, the layers "
-        "above, model.head(h), exercise 3's F, torch.autograd.grad(F, A_s). A sentence head reads the first "
-        "token only: the real code also passes first_only to the last layer (it changes no number).",
+        "None (addrop.py's pseudo_labels(logits, batch), IGNORE kept). For each l and k: h, A_s = "
+        "layers[l](x_l, pad, scale=k/m) under torch.enable_grad, the layers above, model.head(h), exercise "
+        "3's F, torch.autograd.grad(F, A_s). A sentence head reads the first token only: the real code also passes first_only to the last layer (it changes no number).",
         "total = 0; for k in 1..m: h, A_s = enc.layers[l](xs[l], pad, scale=torch.full((B, 1, 1, 1), k / m))\n"
         "    for i in range(l + 1, L): h, _ = enc.layers[i](h, pad)\n"
         "    g, = torch.autograd.grad(objective(model.head(h), labels, regression), A_s); total += g\n"
@@ -285,61 +293,73 @@ gradient, and a plain loop's numbers to 1e-10.""", (
         "(addrop.py runs the m steps as one batch of m B examples, in chunks of at most ig_budget "
         "entries: the same numbers, faster.)"), given=("embed", "head")),
     Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline", """\
-RD, Table 2's random baseline: a mask of exercise 5's kind without the attribution: its candidates a
-random p-fraction of each row, each dropped with probability q; no first pass.
+RD, Table 2's random baseline: Eq. 6's candidate region randomly generated instead of read from an
+attribution (Section 3.4), each real position a candidate with probability p, independently, and each
+candidate dropped with probability q (Eq. 7). No first pass, no scores.
 
 attention_mask   (B, T) 1 on real tokens, 0 on padding
 H                the number of heads
+p, q             as in exercise 5
 generator        the random stream (None: torch's default)
-returns          M (B, H, T, T) bool, True where dropped, with exercise 5's edge cases: real pairs
-                 only, and a row that would lose every real key keeps them all
+returns          M (B, H, T, T) bool, True where dropped, keeping exercise 6's rules
 
-What must hold: every real (query, key) position of every head is dropped independently, all with the
-same probability (which one, in p and q?). The coin flips are one field over the whole mask, drawn from
-`generator` as exercise 5 draws its own. The lessons check the rate, that the heads differ, the edge
-cases, and that for the same seed your mask is the real one's.""", (
-        "One field of coin flips for the whole (B, H, T, T) mask does it: p q is the probability of "
-        "being a candidate and then dropped.",
-        "Draw it as exercise 5 draws its coin flips (model.py's bernoulli), then end with exercise 6's "
-        "function for the edge cases.",
+For the same seed the lessons expect the real mask, whose only randomness is one draw over the whole
+of M of model.py's bernoulli (which addrop.py imports):
+
+  addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
+
+They also check the rate of drops, that the heads differ, and the edge cases.""", (
+        "A position is dropped when it is a candidate (probability p) and its coin says drop (probability q), "
+        "two independent events: what is the probability of both? One draw at that probability is the mask.",
+        "bernoulli((B, H, T, T), p * q, generator, attention_mask.device), then exercise 6's function, "
+        "_real_rows, for the edge cases.",
         "B, T = attention_mask.size()\n"
-        "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)")),
+        "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)"),
+        given=("bernoulli",)),
     Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks", """\
-Appendix A, Eq. 2: the pseudo loss of a token task,
+Appendix A, Eq. 2: the pseudo loss of a token task. With token i's pseudo label c~_i written as a
+one-hot vector y_i of the K classes,
 
-    L = -sum_i log P(c~_i | x, i)
+    L = sum_i L_i = -sum_i sum_c y_{i,c} log P_F(c | x, i)
 
-over the scored tokens i of the whole batch, P(. | x, i) the softmax of token i's logits.
+P_F(c | x, i) the softmax output of class c for token i; i runs over the scored tokens of the whole
+batch.
 
 logits   (B, T, K) each token's logits
-labels   (B, T) each token's label c~_i, IGNORE (-100) where a token is not scored (word
-         continuations, special tokens, padding): those are not in the sum
+labels   (B, T) each token's pseudo label c~_i; IGNORE (-100) marks a token that is not scored (a word
+         continuation, a special token, padding): it has no label and is no term of L
 returns  L, a 0-dim tensor
 
-The lessons check its gradient against Eq. 3 summed token by token, and that IGNORE tokens move
-nothing.""", (
-        "torch's cross-entropy takes (N, K) logits and (N,) labels, and can skip a label value.",
-        "Flatten the first two dimensions; ignore_index=IGNORE; the reduction is the sum, not the mean.",
+The lessons check L's gradient against Appendix A's Eq. 3 token by token, and that IGNORE tokens
+move nothing.""", (
+        "The one-hot y_i keeps one term of the inner sum: L_i = -log P_F(c~_i | x, i), token i's cross-entropy "
+        "with its pseudo label. torch's cross-entropy takes (N, K) logits and (N,) labels, and can skip a "
+        "label value.",
+        "Flatten the first two dimensions; ignore_index=IGNORE; Eq. 2 is a sum over the tokens: "
+        "reduction='sum' (the default mean would divide every token's gradient by their count).",
         "return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction='sum')")),
     Exercise(11, "addrop.py", "addrop_step", "Algorithm 1, lines 7-9: one AD-DROP step", """\
-Algorithm 1, lines 7-9: one AD-DROP step on a batch, the branch of train.py's train_step that runs in
-AD-DROP epochs. The attribution of every selected layer (steps 1-2, exercise 4), a mask M_l per selected
-layer (step 3, exercise 5; RD's, exercise 9, for method "rd", which needs no attribution), then the
-second forward, with those masks, in train mode, and its loss on the gold labels.
+Algorithm 1, lines 7-9: one AD-DROP step on a batch, "Perform AD-DROP by Eq. (4)-(7) to obtain mask
+matrices M. Calculate the new prediction and new loss by feeding M into Eq. (1)." Exercises 4, 5 and 9
+are its pieces (RD, method "rd", needs no attribution); addrop.py's addrop_masks, which does Eq. 4-7 in
+one call, refuses to run while the lessons run your step.
 
 model, batch   a Model, in the mode training left it (train mode), and a dict of (B, T) tensors
 layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
-loss           loss(logits, labels), the training loss of the masked forward's logits
+loss           loss(logits, labels) -> the training loss, as a plain fine-tuning step takes it
 forward        what runs the masked forward, called as the model is, with four positional arguments,
-               the batch's (B, T) tensors and the list of masks (below), no keyword:
+               the batch's (B, T) tensors and the masks, no keyword:
                  forward(input_ids, attention_mask, token_type_ids, masks) -> (logits, maps)
                None: the model itself, model(input_ids, attention_mask, token_type_ids, masks) -> (logits,
                maps). train.py passes its DDP wrapper of the same model (which doubles the batch for
-               R-Drop): the attribution runs on `model`, never through it
+               R-Drop): the attribution runs on `model`, never through it.
+               masks: one entry per layer of the model, M_l (B, H, T, T) bool, or None for a layer
+               left unmasked
 method, gold, regression, m, low, first_pass
-               the settings of steps 1-3, as train.py's flags give them: the attribution ("ga", "iga",
-               "aa", or "rd"), gold (batch["labels"] explained instead of the pseudo labels), a regression
-               head, IGA's steps, the mirror strategy, the first pass's mode. Each must take effect.
+               the settings of Eq. 4-7, as train.py's flags give them: the attribution ("ga", "iga",
+               "aa", or "rd"), gold (batch["labels"] attributed instead of the pseudo labels, Table 2's
+               "r/w gold labels"), a regression head, IGA's steps, the mirror strategy, the first pass's
+               mode. Each must take effect.
 compile        None: each mask built eagerly, by its function (exercise 5's, or exercise 9's for "rd")
                called as it is. A backend name (train.py --compile; the lessons use "aot_eager"): each
                mask built by that function compiled as one graph, called in its place with the same
@@ -347,14 +367,11 @@ compile        None: each mask built eagerly, by its function (exercise 5's, or 
                  addrop.whole_graph(fn, compile) -> fn compiled whole (fullgraph=True) with that backend
                Under compile the coin flips are drawn as on a GPU, not as an eager CPU draws them: the
                masks differ from the eager ones for the same seed, and must equal the real step's.
-returns        (the loss, the masks): masks a list with one entry per layer of the model, M_l
-               (B, H, T, T) bool for a selected layer and None for the others
+returns        (the new loss, the masks the masked forward saw)
 
-Compose the step from your pieces: addrop.py's addrop_masks, which does steps 1-3 in one call, refuses to
-run while the lessons run your step. The lessons check that the masked forward sees the masks, that the
-attribution runs in eval mode and the model comes back in the mode it came in, that no parameter gradient
-is left by the attribution, and that the loss and masks equal the real step's for the same seed, with each
-option, compile="aot_eager" among them.""", (
+The lessons check that the masked forward sees the masks, that the model comes back in the mode it
+came in with no parameter gradient left by the attribution, and that the loss and masks equal the
+real step's for the same seed, with each option, compile="aot_eager" among them.""", (
         "You wrote every piece: the scores (exercise 4) and a mask from them (exercise 5) for each selected "
         "layer, or RD's random mask (exercise 9) with no scores at all; then one more forward, with the masks, "
         "and the loss on batch['labels']. The attribution takes care of its own mode.",
