@@ -7,14 +7,12 @@
   PAWS        paraphrase pairs, the out-of-distribution test of MRPC models; put in place by hand too
   sampling    k-shot sets, stratified subsamples and hold-out splits, each seeded
   tokenising  the model's own tokenizer.json, then padded (B, T) batches
+  a run's     load_splits: what train.py reads, samples and tokenises before its first step
 
-Each reader follows the file exactly as GLUE's download script wrote it: split on '\t' with no CSV quote handling
-(MNLI and QNLI text holds stray quote characters), a header looked up by column name where there is one, and a
-DataError naming the file and line for any row that does not fit. The scores and the prediction files are in
-metrics.py.
+The readers of the files, which name the file and line of any row that does not fit, are in support/formats.py;
+the scores and the prediction files in support/metrics.py.
 """
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +22,8 @@ import numpy as np
 import torch
 
 from addrop import IGNORE  # -100, the label of a sub-token no loss, metric or attribution scores
-
-
-class DataError(ValueError):
-    """Anything wrong with the data on disk: a missing file, a malformed row, an unknown task or label."""
+from support import download
+from support.formats import SCORE_RANGE, DataError, Example, read_conll, read_test_tsv, read_tsv  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -74,7 +70,6 @@ TASKS["conll2003"] = Task("CoNLL-2003", "conll2003", text_a="word", text_b=None,
 # there is no train.tsv there and no URL: the files are put there by hand. Labels as MRPC's: 1 paraphrase, 0 not.
 TASKS["paws"] = Task("PAWS", "paws", "sentence1", "sentence2", "label", BINARY, ("accuracy", "f1"), test_files=())
 
-GLUE_URL = "https://dl.fbaipublicfiles.com/glue/data/"  # GLUE's archives; download.py fetches them
 
 # The file names GLUE's server expects in a submission zip, and the test split each is made from: with these
 # eleven a submission is complete. AX.tsv is GLUE's diagnostic set labelled by the MNLI model; WNLI is not in the paper.
@@ -85,12 +80,6 @@ SUBMISSION_FILES = {
     "mnli": [("MNLI-m.tsv", "test"), ("MNLI-mm.tsv", "test_mismatched"), ("AX.tsv", "diagnostic")],
 }
 
-
-class Example(NamedTuple):
-    text_a: str | tuple[str, ...]  # a token task's sentence is its tuple of words
-    text_b: str | None
-    label: int | float | tuple[int, ...] | None  # index into task.labels, the score for STS-B, or one tag index
-    #                                               per word; None in GLUE's unlabelled test sets (load_test)
 
 
 def _key(name):
@@ -140,151 +129,6 @@ def split_paths(task, data_dir):
             **{split: Path(os.path.normpath(folder / file)) for split, file in task.test_files}}  # see load_test
 
 
-# -----------------------------------------------------------------------------
-# reading
-
-def _rows(path):
-    """(where, cells) for each line of a TSV file that is not blank, where = 'PATH line N'. Blank lines at the end
-    of the file (editors add them, '\n' or '\r\n') are skipped; a blank line with rows after it is an error, as
-    it may stand where a row was lost."""
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"{path}: cannot read it ({e.strerror})") from None
-    # bytes, split on b'\n' only, so that a stray '\r' inside a sentence cannot split a row, and each line is
-    # decoded alone, so that bytes which are not UTF-8 are reported with their line
-    with f:
-        blank = None  # the first of the blank lines since the last row
-        for lineno, raw_line in enumerate(f, start=1):
-            where = f"{path} line {lineno}"
-            try:
-                line = raw_line.decode("utf-8")
-            except UnicodeDecodeError as e:
-                if lineno == 1 and raw_line.startswith((b"\xff\xfe", b"\xfe\xff")):
-                    raise DataError(f"{path}: the file is UTF-16; GLUE files are UTF-8: save it as UTF-8") from None
-                raise DataError(f"{where}: not UTF-8 text (byte 0x{raw_line[e.start]:02x} at byte {e.start + 1} of the "
-                                "line); GLUE files are UTF-8: re-download the file or save it as UTF-8") from None
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")  # MRPC's byte-order mark
-            line = line.removesuffix("\n").removesuffix("\r")
-            if not line.strip():
-                blank = blank or lineno
-                continue
-            if blank:
-                raise DataError(f"{path} line {blank} is blank; only the end of a file may have blank lines (a row "
-                                f"follows at line {lineno}): delete the line, or put back the row that was there")
-            yield where, line.split("\t")
-
-
-def _header(where, names, needed):
-    """Column name -> position, from a header line that must have the needed columns."""
-    missing = [c for c in needed if c and c not in names]
-    if missing:
-        raise DataError(f"{where}: header lacks column(s) {missing}; it has {names}")
-    return {n: i for i, n in enumerate(names)}
-
-
-def _no_rows(path, header_read):
-    if header_read:
-        return "below the header"
-    return "(the file is empty)" if Path(path).stat().st_size == 0 else "(the file has only blank lines)"
-
-
-SCORE_RANGE = (0.0, 5.0)  # STS-B's similarity scale: 0 (unrelated) to 5 (the same meaning)
-
-
-def read_tsv(path, task):
-    """One task file -> list[Example]. Every row must have exactly as many columns as the header."""
-    names, examples = task.columns, []  # names stays None until the header line is read
-    col = None if names is None else {n: i for i, n in enumerate(names)}
-    for where, row in _rows(path):
-        if names is None:  # this is the header line
-            names, col = row, _header(where, row, (task.text_a, task.text_b, task.label_col))
-            continue
-        if len(row) != len(names):
-            raise DataError(f"{where}: expected {len(names)} tab-separated columns, got {len(row)}")
-        raw = row[col[task.label_col]].strip()
-        if task.labels is None:
-            try:
-                label = float(raw)
-            except ValueError:
-                raise DataError(f"{where}: cannot parse score {raw!r} as a float") from None
-            if not math.isfinite(label):
-                raise DataError(f"{where}: score {raw!r} is not a finite number")
-            if not SCORE_RANGE[0] <= label <= SCORE_RANGE[1]:
-                raise DataError(f"{where}: score {raw!r} is outside {task.name}'s range [0, 5]")
-        elif raw in task.labels:
-            label = task.labels.index(raw)
-        else:
-            raise DataError(f"{where}: unknown label {raw!r}; expected one of {task.labels}")
-        examples.append(Example(row[col[task.text_a]], row[col[task.text_b]] if task.text_b else None, label))
-    if not examples:
-        raise DataError(f"{path}: no examples " + _no_rows(path, names is not None and task.columns is None))
-    return examples
-
-
-def read_test_tsv(path, task):
-    """A GLUE test file -> (indices, examples), each example's label None: test files hold no labels. Every test
-    file has a header, CoLA's too (its train and dev files have none), and an index column that numbers the rows
-    for the submission file ('id' in QQP's); the text columns are named as in the task's train file."""
-    names, indices, examples = None, [], []
-    for where, row in _rows(path):
-        if names is None:
-            index = "id" if "id" in row and "index" not in row else "index"
-            names, col = row, _header(where, row, (index, task.text_a, task.text_b))
-            continue
-        if len(row) != len(names):
-            raise DataError(f"{where}: expected {len(names)} tab-separated columns, got {len(row)}")
-        raw = row[col[index]].strip()
-        if not raw.isdigit():
-            raise DataError(f"{where}: {index} {raw!r} is not a whole number")
-        indices.append(int(raw))
-        examples.append(Example(row[col[task.text_a]], row[col[task.text_b]] if task.text_b else None, None))
-    if not examples:
-        raise DataError(f"{path}: no examples " + _no_rows(path, names is not None))
-    return indices, examples
-
-
-def read_conll(path):
-    """A CoNLL-2003 file -> list[Example], one per sentence: text_a the words, label their NER tag indices.
-    Each line is `word POS chunk NER`; a blank line ends a sentence, and so does a -DOCSTART- line, which is
-    skipped (as Hugging Face's loader does). POS and chunk are read past: the paper's NER runs use only the words.
-    Tags must be IOB2 names from CONLL_TAGS; an I-X that opens an entity is a valid tag (conlleval scores it)."""
-    index = {t: i for i, t in enumerate(CONLL_TAGS)}
-    examples, words, tags, lineno = [], [], [], 0
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise DataError(f"{path}: cannot read it ({e.strerror})") from None
-    with f:
-        for lineno, raw_line in enumerate(f, start=1):
-            where = f"{path} line {lineno}"
-            try:
-                line = raw_line.decode("utf-8").removesuffix("\n").removesuffix("\r")  # LF or CRLF
-            except UnicodeDecodeError as e:
-                raise DataError(f"{where}: not UTF-8 text (byte 0x{raw_line[e.start]:02x} at byte {e.start + 1} of the "
-                                "line); the CoNLL-2003 files are ASCII: save it as UTF-8") from None
-            cols = line.split(" ")
-            if not line.strip() or cols[0] == "-DOCSTART-":
-                if words:
-                    examples.append(Example(tuple(words), None, tuple(tags)))
-                words, tags = [], []
-                continue
-            if len(cols) != 4:
-                raise DataError(f"{where}: expected 4 space-separated columns (word POS chunk NER), got {len(cols)}")
-            if cols[3] not in index:
-                raise DataError(f"{where}: unknown NER tag {cols[3]!r}; expected O, B-X or I-X with X one of "
-                                f"PER, ORG, LOC, MISC ({', '.join(CONLL_TAGS)})")
-            words.append(cols[0])
-            tags.append(index[cols[3]])
-    if words:  # the last sentence of a file that does not end with a blank line
-        examples.append(Example(tuple(words), None, tuple(tags)))
-    if not examples:
-        raise DataError(f"{path}: no sentences " + ("(the file is empty)" if lineno == 0 else
-                                                    "(only blank and -DOCSTART- lines)"))
-    return examples
-
-
 def load_split(task_name, split, data_dir):
     """Examples of one split ('train' or 'dev', and 'test' for CoNLL-2003; for MNLI 'dev' is dev_matched).
     Reads only; see ensure_task. GLUE's test splits have no labels: load_test reads them."""
@@ -293,7 +137,7 @@ def load_split(task_name, split, data_dir):
         raise DataError(f"the {task.name} {split} split has no labels: read it with data.load_test, which returns "
                         "(indices, examples) for metrics.write_glue_submission")
     path = _split_file(task, split, data_dir)
-    return read_conll(path) if task.token_level else read_tsv(path, task)
+    return read_conll(path, CONLL_TAGS) if task.token_level else read_tsv(path, task)
 
 
 def load_test(task_name, split, data_dir):
@@ -319,11 +163,60 @@ def _split_file(task, split, data_dir):
         if task.token_level:
             where = f"put {paths[split].name} in {Path(data_dir) / task.folder}/ or in {Path(data_dir).parent / task.folder}/"
         elif split == "diagnostic":
-            where = f"it is not in MNLI's archive: download {GLUE_URL}AX.tsv to that path"
+            where = f"it is not in MNLI's archive: download {download.GLUE_URL}AX.tsv to that path"
         else:
             where = f"pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/"
         raise DataError(f"{task.name} {split} file not found: {paths[split]} ({where})")
     return paths[split]
+
+
+
+class Split(NamedTuple):
+    examples: list  # Example
+    enc: list       # (ids, type_ids) per example, unpadded
+    y: list         # per example a label, a score, or (token tasks) a label per sub-token
+
+
+def load_splits(args, task, weights, cfg, max_len, say=print):
+    """What a run reads, from train.py's flags: train, dev and holdout (maybe empty), sampled as --shots, --limit,
+    --dev-limit and --holdout say; ood (PAWS) with --ood; with --predict the test sets (GLUE's unlabelled ones go
+    to submission files), each tokenised. Returns the splits (name -> Split), each GLUE test split's index
+    column, and the padding token."""
+    data_dir = resolve_data_dir(args.data_dir)
+    download.ensure_task(args.task, data_dir)
+    train_ex, dev_ex, hold_ex = load_split(args.task, "train", data_dir), load_split(args.task, "dev", data_dir), []
+    if args.shots and args.shots_holdout:  # K per class to train on, K others to pick the epoch
+        train_ex, hold_ex = k_shot_split(train_ex, args.shots, args.seed)
+    elif args.shots:
+        train_ex = k_shot(train_ex, args.shots, args.seed)
+    sample = (lambda ex, n, seed: ex[:n]) if args.limit_first else subsample
+    if args.limit:  # a seeded, stratified random sample: the same for every method under one seed
+        train_ex = sample(train_ex, args.limit, args.seed)
+    if args.dev_limit:
+        dev_ex = sample(dev_ex, args.dev_limit, args.seed)
+    if args.holdout:
+        train_ex, hold_ex = holdout_split(train_ex, args.holdout, args.seed)
+    parts = {"train": train_ex, "holdout": hold_ex, "dev": dev_ex}
+    if args.ood:
+        parts["ood"] = load_split(args.ood, "test", data_dir)
+    test_index = {}
+    if args.predict and task.token_level:  # conlleval's files hold every sentence, whatever --dev-limit sampled
+        parts["test"] = load_split(args.task, "test", data_dir)
+        parts["dev_all"] = load_split(args.task, "dev", data_dir) if args.dev_limit else dev_ex
+    elif args.predict:
+        for _, split in SUBMISSION_FILES[args.task]:
+            test_index[split], parts[split] = load_test(args.task, split, data_dir)
+    tok = load_tokenizer(weights, max_len, cfg)  # refuses a tokenizer of another model
+    splits = {}
+    for name, examples in parts.items():
+        enc, y = encode(tok, examples)
+        splits[name] = Split(examples, enc, y)
+        if task.token_level and examples:  # no word vanishes from scoring: a cut word counts as predicted O
+            words, sentences = words_cut(examples, y)
+            if words:
+                say(f"{name}: --max-len {max_len} cuts {words} words in {sentences} sentences; "
+                    f"they are scored as predicted O")
+    return splits, test_index, pad_token_id(tok)
 
 
 def k_shot(examples, k, seed):

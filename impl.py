@@ -105,6 +105,16 @@ def real(module, name):
     return vars(module).get(f"_real_{name.strip('_')}") or getattr(module, name)
 
 
+def check_loaded(paths):
+    """Exit, naming the file, if an --impl file is not the module in use: --impl takes effect at import, from the
+    command line (from_argv), so train.run() called with --impl in its args alone cannot load one."""
+    for path in paths:
+        module = sys.modules[Path(path).stem]
+        if Path(module.__file__).resolve() != Path(path).resolve():
+            sys.exit(f"error: --impl {path}: {Path(path).stem} here is {module.__file__}; --impl takes effect on "
+                     "train.py's command line (python train.py ... --impl FILE), before anything imports the real one")
+
+
 def from_argv(argv):
     """Every `--impl FILE` (or --impl=FILE) of a command line, loaded; exits with the message on a bad one."""
     paths = [a.split("=", 1)[1] for a in argv if a.startswith("--impl=")]

@@ -12,21 +12,18 @@ the --holdout split, which then picks the best epoch); the best checkpoint is ke
 safetensors (it loads back with checkpoint.from_pretrained), with a JSON of the metrics and the
 arguments, and the whole training state after every epoch, every --save-every and on SIGTERM or
 SIGUSR1 (exit code 75; --resume continues exactly where it stopped). The flags and the paper's
-settings are in support/settings.py, the lock and the training state in support/state.py.
+settings are in support/settings.py, the lock and the training state in support/state.py, what a run
+reads in data.load_splits.
 """
 
 import itertools
-import json
 import math
 import os
-import shlex
-import shutil
 import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 from support import cpu
 cpu.fair_share()  # before torch loads OpenMP: its threads wait passively on a busy CPU, else spin briefly (cpu.py)
@@ -42,16 +39,10 @@ impl.from_argv(sys.argv[1:] if __name__ == "__main__" else [])  # a student's ex
 import addrop
 from support import checkpoint
 import data
-from support import download
 from support import metrics
+from support import rdrop
 from support import settings
 from support import state
-
-
-class Split(NamedTuple):
-    examples: list  # data.Example
-    enc: list       # (ids, type_ids) per example, unpadded
-    y: list         # per example a label, a score, or (token tasks) a label per sub-token
 
 
 @dataclass
@@ -71,7 +62,7 @@ class Job:
     max_len: int                 # tokens per example at most
     epochs: int                  # at most this many
     layers: list                 # the layers AD-DROP acts in
-    splits: dict                 # name -> Split: train, holdout (maybe empty), dev, and ood, test, ... when asked
+    splits: dict                 # name -> data.Split: train, holdout (maybe empty), dev, and ood, test, ... when asked
     test_index: dict             # GLUE test split -> the index column its submission file repeats
     pad_id: int                  # the tokenizer's padding token
     out: Path                    # --out: checkpoint, metrics.json, training state, lock
@@ -203,13 +194,12 @@ def train_step(j, b, adrop):
     dropped = torch.zeros((), device=j.device)
 
     def forward(ids, pad, types, masks):  # through DDP; R-Drop: the batch twice, each copy with its own dropout
-        if args.rdrop:
-            ids, pad, types = torch.cat([ids, ids]), torch.cat([pad, pad]), torch.cat([types, types])
-            masks = None if masks is None else [None if M is None else torch.cat([M, M]) for M in masks]
-        return j.ddp(ids, pad, types, masks)
+        return j.ddp(*rdrop.twice(ids, pad, types, masks)) if args.rdrop else j.ddp(ids, pad, types, masks)
 
     def loss(logits, y):
-        return rdrop_loss_sum(logits, y, j.regression, args.rdrop) if args.rdrop else loss_sum(logits, y, j.regression)
+        if args.rdrop:
+            return rdrop.loss_sum(logits, y, j.regression, args.rdrop, loss_sum)
+        return loss_sum(logits, y, j.regression)
 
     if adrop:  # Algorithm 1, lines 7-9: attribution, masks, the masked forward and its loss (addrop.addrop_step)
         # attribution on `net`, the masked forward through the DDP wrapper: attribution and masks are per
@@ -253,22 +243,6 @@ def loss_sum(logits, y, regression):
     if regression:
         return F.mse_loss(logits.squeeze(-1), y, reduction="sum")
     return F.cross_entropy(logits, y, reduction="sum")
-
-
-def rdrop_loss_sum(logits, y, regression, alpha):
-    """R-Drop (Liang et al., NeurIPS 2021): logits of two forwards of the same examples with independent
-    dropout, stacked (2B, ...). The mean of their two losses plus alpha times the symmetric KL divergence
-    between their predicted distributions, 1/2 (KL(P1||P2) + KL(P2||P1)) per unit (for regression, the
-    squared difference of the two scores), summed over units."""
-    a, b = logits.float().chunk(2)
-    loss = (loss_sum(a, y, regression) + loss_sum(b, y, regression)) / 2
-    if regression:
-        return loss + alpha * ((a - b) ** 2).sum()
-    la, lb = a.log_softmax(-1), b.log_softmax(-1)
-    kl = 0.5 * ((la.exp() * (la - lb)).sum(-1) + (lb.exp() * (lb - la)).sum(-1))  # (B,) or (B, T)
-    if kl.dim() == 2:
-        kl = kl[y != addrop.IGNORE]
-    return loss + alpha * kl.sum()
 
 
 def my_share(j, b):
@@ -358,14 +332,11 @@ def save_epoch(j, rec):
         if j.keep_best:
             j.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in j.net.state_dict().items()}
     if improved and not args.no_checkpoint and j.master:
-        labels = j.task.labels or ()
-        checkpoint.save_pretrained(j.net, j.out, {"task": args.task, "id2label": dict(enumerate(labels)),
-                                                  "label2id": {t: i for i, t in enumerate(labels)}})
-        copy_tokenizer(j.weights, j.out)
+        checkpoint.save_run(j.net, j.out, args.task, j.task.labels, j.weights)
     if not args.no_epoch_state:
         state.save(j)
     if j.master:
-        write_json(j.out / "metrics.json", summary(j, finished=False))
+        checkpoint.write_json(j.out / "metrics.json", summary(j, finished=False))
     name, hold = j.task.metrics[0], "holdout_metric" in rec
     dev = "" if args.dev_once else f" | dev loss {rec['dev_loss']:.4f} | dev {name} {rec['metric']:.4f}"
     j.say(f"epoch {epoch} ({rec['kind']}) | train loss {rec['train_loss']:.4f}{dev}"
@@ -409,10 +380,10 @@ def finish(j):
         _, scores, _ = evaluate(j, j.splits["ood"])
         extra["ood"] = {"task": args.ood, **scores}
     if args.predict:
-        extra["predictions"] = predict(j)
+        extra["predictions"] = metrics.predict(j, evaluate)
     result = {**summary(j, finished=True), **extra}  # a sweep skips runs marked finished and redoes the rest
     if j.master:
-        write_json(j.out / "metrics.json", result)
+        checkpoint.write_json(j.out / "metrics.json", result)
         if args.no_checkpoint:  # a sweep keeps only the metrics of a finished run
             (j.out / state.STATE).unlink(missing_ok=True)
     name = j.task.metrics[0]
@@ -423,26 +394,6 @@ def finish(j):
           + f"; {'metrics' if args.no_checkpoint else 'checkpoint'} in {j.out}/")
     return result
 
-
-def predict(j):
-    """--predict, with the best epoch's weights: CoNLL-2003 writes OUT/dev_predictions.txt and
-    OUT/test_predictions.txt (`word gold predicted`, conlleval's input), every sentence of both files even
-    when --dev-limit sampled dev for the epochs, and scores both; a GLUE task writes
-    the files GLUE's server takes (OUT/RTE.tsv, ...). Returns the metrics of each labelled split."""
-    scores = {}
-    files = [("dev_predictions.txt", "dev_all"), ("test_predictions.txt", "test")] if j.token_level \
-        else data.SUBMISSION_FILES[j.args.task]
-    for name, split in files:
-        s = j.splits[split]
-        _, split_scores, preds = evaluate(j, s)
-        if split_scores:
-            scores[split.removesuffix("_all")] = split_scores
-        if j.master and j.token_level:
-            metrics.write_conll_predictions(j.out / name, s.examples, preds)
-        elif j.master:
-            metrics.write_glue_submission(j.out / name, j.args.task, j.test_index[split], preds)
-        j.say(f"{split.removesuffix('_all')}: predictions in {j.out / name}")
-    return scores
 
 # -----------------------------------------------------------------------------
 # setup and data: everything before the first step
@@ -459,11 +410,7 @@ def setup(args):
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     task = data.get_task(args.task)
-    for path in args.impl:  # loaded at import from the command line (impl.from_argv); train.run() alone cannot
-        module = sys.modules[Path(path).stem]
-        if Path(module.__file__).resolve() != Path(path).resolve():
-            sys.exit(f"error: --impl {path}: {Path(path).stem} here is {module.__file__}; --impl takes effect on "
-                     "train.py's command line (python train.py ... --impl FILE), before anything imports the real one")
+    impl.check_loaded(args.impl)  # loaded at import from the command line (impl.from_argv); train.run() cannot
     weights = checkpoint.resolve_weights(args.weights)
     net = checkpoint.from_pretrained(weights, data.num_labels(args.task), token_level=task.token_level).to(device)
     if args.compile:
@@ -482,7 +429,7 @@ def setup(args):
     except ValueError as e:
         sys.exit(f"error: {e}")
     say = print if rank == 0 else (lambda *a, **k: None)
-    splits, test_index, pad_id = load_data(args, task, weights, net.cfg, max_len, say)
+    splits, test_index, pad_id = data.load_splits(args, task, weights, net.cfg, max_len, say)
     total_steps = min(args.max_steps or 10**12, math.ceil(len(splits["train"].y) / batch_size) * epochs)
     j = Job(args=args, rank=rank, world=world, device=device, task=task, weights=weights, net=net,
             ddp=DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
@@ -492,59 +439,8 @@ def setup(args):
             settings={k: v for k, v in vars(args).items() if k not in settings.RESUME_FREE},
             total_steps=total_steps, warmup_steps=int(args.warmup * total_steps),
             provenance=settings.provenance(device, world))
-    sizes = " / ".join(f"{len(s.y)} {name}" for name, s in splits.items() if s.y)
-    what = "plain fine-tuning" if not j.use_addrop else (
-        f"AD-DROP p={args.p} q={args.q} {args.attribution} layers={layers} labels={args.labels}"
-        f"{' low' if args.drop_low else ''}{'' if args.no_cross_tuning else ' with cross-tuning'}"
-        f"{' first pass in train mode' if args.first_pass == 'train' else ''}")
-    j.say("".join(f"--impl: {Path(p).stem} from {p}\n" for p in args.impl) +
-          f"{args.task}: {sizes} examples | {weights} | {device}{f' x {world} processes' if world > 1 else ''} | "
-          f"{args.dtype} | lr {lr} batch {batch_size} max_len {max_len} | {what}"
-          f"{f' + R-Drop --rdrop {args.rdrop}' if args.rdrop else ''}")
+    j.say(settings.describe(j))
     return j
-
-
-def load_data(args, task, weights, cfg, max_len, say=print):
-    """Read, sample and tokenise the splits: train, dev and holdout (maybe empty); ood (PAWS) with --ood; with
-    --predict the test sets (GLUE's unlabelled ones go to submission files). Returns the splits (name ->
-    Split), each GLUE test split's index column, and the padding token."""
-    data_dir = data.resolve_data_dir(args.data_dir)
-    download.ensure_task(args.task, data_dir)
-    train_ex = data.load_split(args.task, "train", data_dir)
-    dev_ex = data.load_split(args.task, "dev", data_dir)
-    hold_ex = []
-    if args.shots and args.shots_holdout:  # K per class to train on, K others to pick the epoch
-        train_ex, hold_ex = data.k_shot_split(train_ex, args.shots, args.seed)
-    elif args.shots:
-        train_ex = data.k_shot(train_ex, args.shots, args.seed)
-    sample = (lambda ex, n, seed: ex[:n]) if args.limit_first else data.subsample
-    if args.limit:  # a seeded, stratified random sample: the same for every method under one seed
-        train_ex = sample(train_ex, args.limit, args.seed)
-    if args.dev_limit:
-        dev_ex = sample(dev_ex, args.dev_limit, args.seed)
-    if args.holdout:
-        train_ex, hold_ex = data.holdout_split(train_ex, args.holdout, args.seed)
-    parts = {"train": train_ex, "holdout": hold_ex, "dev": dev_ex}
-    if args.ood:
-        parts["ood"] = data.load_split(args.ood, "test", data_dir)
-    test_index = {}
-    if args.predict and task.token_level:  # conlleval's files hold every sentence, whatever --dev-limit sampled
-        parts["test"] = data.load_split(args.task, "test", data_dir)
-        parts["dev_all"] = data.load_split(args.task, "dev", data_dir) if args.dev_limit else dev_ex
-    elif args.predict:
-        for _, split in data.SUBMISSION_FILES[args.task]:
-            test_index[split], parts[split] = data.load_test(args.task, split, data_dir)
-    tok = data.load_tokenizer(weights, max_len, cfg)  # refuses a tokenizer of another model
-    splits = {}
-    for name, examples in parts.items():
-        enc, y = data.encode(tok, examples)
-        splits[name] = Split(examples, enc, y)
-        if task.token_level and examples:  # no word vanishes from scoring: a cut word counts as predicted O
-            words, sentences = data.words_cut(examples, y)
-            if words:
-                say(f"{name}: --max-len {max_len} cuts {words} words in {sentences} sentences; "
-                    f"they are scored as predicted O")
-    return splits, test_index, data.pad_token_id(tok)
 
 
 def compile_model(net, backend, device):
@@ -570,17 +466,6 @@ def adamw(net, lr, weight_decay):
     return torch.optim.AdamW(groups, lr=lr, fused=True)
 
 
-def write_json(path, obj):
-    """Write through a temporary file and a rename: an interruption or a full disk never leaves half a file."""
-    checkpoint.atomic_write(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=2)))
-
-
-def copy_tokenizer(weights, out):
-    """The model's tokenizer.json into out, next to the checkpoint, so that folder loads and tokenises alone."""
-    checkpoint.atomic_write(Path(out) / "tokenizer.json",
-                            lambda tmp: shutil.copyfile(Path(weights) / "tokenizer.json", tmp))
-
-
 def main():
     args = settings.parse_args(description=__doc__)
     try:
@@ -599,14 +484,7 @@ def main():
             raise
         sys.exit(f"error: --impl: {e}")  # a blank exercise reached: its message says what to write and how to check it
     except KeyboardInterrupt:
-        out = Path(args.out or f"out/{args.task}")
-        argv = sys.argv if "--resume" in sys.argv else sys.argv + ["--resume"]
-        launcher = ["torchrun", "--standalone", f"--nproc_per_node={os.environ['WORLD_SIZE']}"] \
-            if int(os.environ.get("WORLD_SIZE", 1)) > 1 else ["python"]
-        if (out / state.STATE).is_file():
-            sys.exit(f"\ninterrupted: the state last saved is in {out / state.STATE}; resume with\n"
-                     f"    {shlex.join(launcher + argv)}")
-        sys.exit("\ninterrupted before the first epoch finished: nothing to resume; rerun the same command")
+        sys.exit(state.interrupted_message(Path(args.out or f"out/{args.task}")))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -14,6 +14,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -343,6 +344,26 @@ def save_pretrained(model, out_dir, extra_config=None):
                for n, t in model.state_dict().items()}
     atomic_write(out / "model.safetensors", lambda tmp: _save_safetensors(tensors, tmp))
     atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(cfg, indent=2)))
+
+
+def save_run(model, out_dir, task, labels, weights_dir):
+    """train.py's checkpoint: the model with its task and label names in config.json, and the tokenizer.json of
+    the weights it started from beside it, so that the folder loads and tokenises alone."""
+    labels = labels or ()
+    save_pretrained(model, out_dir, {"task": task, "id2label": dict(enumerate(labels)),
+                                     "label2id": {t: i for i, t in enumerate(labels)}})
+    copy_tokenizer(weights_dir, out_dir)
+
+
+def copy_tokenizer(weights_dir, out_dir):
+    """The model's tokenizer.json into out_dir, through atomic_write."""
+    atomic_write(Path(out_dir) / "tokenizer.json",
+                 lambda tmp: shutil.copyfile(Path(weights_dir) / "tokenizer.json", tmp))
+
+
+def write_json(path, obj):
+    """Write through a temporary file and a rename: an interruption or a full disk never leaves half a file."""
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=2)))
 
 # -----------------------------------------------------------------------------
 # where the weights are

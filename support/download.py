@@ -10,8 +10,8 @@ import zipfile
 from pathlib import Path
 
 import data
-from data import GLUE_URL
 
+GLUE_URL = "https://dl.fbaipublicfiles.com/glue/data/"  # GLUE's archives
 # Where ensure_task downloads each task from: the per-task archives of GLUE's download_glue_data.py.
 # This table is the place to change a URL; ensure_task(url=...) overrides it for one call.
 # MRPC is the exception: GLUE never published an MRPC zip (its script builds train/dev from Microsoft's

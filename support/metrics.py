@@ -12,7 +12,7 @@ import numpy as np
 
 from addrop import IGNORE  # -100, the label of a sub-token no loss, metric or attribution scores
 from support.checkpoint import atomic_write
-from data import CONLL_TAGS, SCORE_RANGE, DataError, get_task
+from data import CONLL_TAGS, SCORE_RANGE, SUBMISSION_FILES, DataError, get_task
 
 # -----------------------------------------------------------------------------
 # metrics
@@ -159,3 +159,27 @@ def write_conll_predictions(path, examples, preds):
         lines += [f"{w} {CONLL_TAGS[y]} {CONLL_TAGS[int(t)]}\n" for w, y, t in zip(e.text_a, e.label, p, strict=True)]
         lines.append("\n")
     atomic_write(path, lambda tmp: tmp.write_text("".join(lines), encoding="utf-8", newline="\n"))
+
+# -----------------------------------------------------------------------------
+# train.py --predict: the prediction files, written with the best epoch's weights
+
+def predict(j, evaluate):
+    """train.py --predict, with the best epoch's weights of run j (evaluate: train.evaluate, which scores a
+    split): CoNLL-2003 writes OUT/dev_predictions.txt and OUT/test_predictions.txt (`word gold predicted`,
+    conlleval's input), every sentence of both files even when --dev-limit sampled dev for the epochs, and scores
+    both; a GLUE task writes the files GLUE's server takes (OUT/RTE.tsv, ...). Returns each labelled split's
+    metrics."""
+    scores = {}
+    files = [("dev_predictions.txt", "dev_all"), ("test_predictions.txt", "test")] if j.token_level \
+        else SUBMISSION_FILES[j.args.task]
+    for name, split in files:
+        s = j.splits[split]
+        _, split_scores, preds = evaluate(j, s)
+        if split_scores:
+            scores[split.removesuffix("_all")] = split_scores
+        if j.master and j.token_level:
+            write_conll_predictions(j.out / name, s.examples, preds)
+        elif j.master:
+            write_glue_submission(j.out / name, j.args.task, j.test_index[split], preds)
+        j.say(f"{split.removesuffix('_all')}: predictions in {j.out / name}")
+    return scores

@@ -301,6 +301,20 @@ def code_commit():
 COMMIT = code_commit()
 
 
+def describe(j):
+    """The run in one line (two with --impl), as train.py prints it before the first step."""
+    args = j.args
+    sizes = " / ".join(f"{len(s.y)} {name}" for name, s in j.splits.items() if s.y)
+    what = "plain fine-tuning" if not j.use_addrop else (
+        f"AD-DROP p={args.p} q={args.q} {args.attribution} layers={j.layers} labels={args.labels}"
+        f"{' low' if args.drop_low else ''}{'' if args.no_cross_tuning else ' with cross-tuning'}"
+        f"{' first pass in train mode' if args.first_pass == 'train' else ''}")
+    return ("".join(f"--impl: {Path(p).stem} from {p}\n" for p in args.impl) +
+            f"{args.task}: {sizes} examples | {j.weights} | {j.device}"
+            f"{f' x {j.world} processes' if j.world > 1 else ''} | {args.dtype} | lr {j.lr} batch {j.batch_size} "
+            f"max_len {j.max_len} | {what}{f' + R-Drop --rdrop {args.rdrop}' if args.rdrop else ''}")
+
+
 def provenance(device, world):
     """What ran this: the same seed on another CPU or torch build is another draw (float sums differ), so
     metrics.json records the machine and build beside the numbers, and the threads and OpenMP settings it ran

@@ -332,9 +332,22 @@ def stop_or_save(j):
     return bool(stop), bool(save)
 
 
-def stopped_message(j, epoch, done):
-    launcher = ["torchrun", "--standalone", f"--nproc_per_node={j.world}"] if j.world > 1 else ["python"]
+def resume_command(world):
+    """This command line with --resume, under the launcher that ran it."""
+    launcher = ["torchrun", "--standalone", f"--nproc_per_node={world}"] if world > 1 else ["python"]
     argv = sys.argv if "--resume" in sys.argv else sys.argv + ["--resume"]
+    return shlex.join(launcher + argv)
+
+
+def stopped_message(j, epoch, done):
     why = j.stop.signum.name if j.stop.signum is not None else "a stop signal on another rank"
     return (f"stopped by {why} after step {j.step} (epoch {epoch}, batch {done}): the training state is in "
-            f"{j.out / STATE}; resume with\n    {shlex.join(launcher + argv)}")
+            f"{j.out / STATE}; resume with\n    {resume_command(j.world)}")
+
+
+def interrupted_message(out):
+    """What Ctrl-C prints: the command that resumes from the state last saved in out, if there is one."""
+    if (out / STATE).is_file():
+        return (f"\ninterrupted: the state last saved is in {out / STATE}; resume with\n"
+                f"    {resume_command(int(os.environ.get('WORLD_SIZE', 1)))}")
+    return "\ninterrupted before the first epoch finished: nothing to resume; rerun the same command"

@@ -746,7 +746,7 @@ def test_read_conll_small_file(tmp_path):
     path.write_bytes(b"-DOCSTART- -X- -X- O\r\n\r\nEU NNP B-NP B-ORG\r\nrejects VBZ B-VP O\r\n\r\n\r\n"
                      b"Peter NNP B-NP B-PER\r\nBlackburn NNP I-NP I-PER\r\n-DOCSTART- -X- -X- O\n\n"
                      b"German JJ B-NP I-MISC")
-    assert data.read_conll(path) == [Example(("EU", "rejects"), None, tags("B-ORG", "O")),
+    assert data.read_conll(path, data.CONLL_TAGS) == [Example(("EU", "rejects"), None, tags("B-ORG", "O")),
                                      Example(("Peter", "Blackburn"), None, tags("B-PER", "I-PER")),
                                      Example(("German",), None, tags("I-MISC"))]
 
@@ -766,7 +766,7 @@ def test_read_conll_malformed_line(tmp_path, raw, line, message):
     path = tmp_path / "dev.txt"
     path.write_bytes(raw)
     with pytest.raises(DataError, match=re.escape(f"{path} line {line}: {message}")):
-        data.read_conll(path)
+        data.read_conll(path, data.CONLL_TAGS)
 
 
 def test_read_conll_no_sentences(tmp_path):
@@ -774,10 +774,10 @@ def test_read_conll_no_sentences(tmp_path):
     path = tmp_path / "test.txt"
     path.write_text("")
     with pytest.raises(DataError, match=re.escape(f"{path}: no sentences (the file is empty)")):
-        data.read_conll(path)
+        data.read_conll(path, data.CONLL_TAGS)
     path.write_text("-DOCSTART- -X- -X- O\n\n\n")
     with pytest.raises(DataError, match=re.escape(f"{path}: no sentences (only blank and -DOCSTART- lines)")):
-        data.read_conll(path)
+        data.read_conll(path, data.CONLL_TAGS)
 
 
 def test_conll_folder_inside_or_beside_data_dir(tmp_path):

@@ -674,11 +674,11 @@ def save_cases(tmp_path):
                               lambda v: checkpoint.save_pretrained(tiny_net(v), out), (checkpoint, "save_file", fake_safetensors)),
         "config.json": (out / "config.json",
                         lambda v: checkpoint.save_pretrained(tiny_net(0), out, {"version": v}), write_text),
-        "metrics.json": (out / "metrics.json", lambda v: train_py.write_json(out / "metrics.json", {"v": v}), write_text),
+        "metrics.json": (out / "metrics.json", lambda v: checkpoint.write_json(out / "metrics.json", {"v": v}), write_text),
         "train_state.pt": (out / state.STATE,
                            lambda v: state.save_state(out, True, 1, {}, net, opt, {"epoch": v, "step": v}),
                            (torch, "save", fake_torch_save)),
-        "tokenizer.json": (out / "tokenizer.json", lambda v: train_py.copy_tokenizer(tmp_path / f"w{v}", out),
+        "tokenizer.json": (out / "tokenizer.json", lambda v: checkpoint.copy_tokenizer(tmp_path / f"w{v}", out),
                            (shutil, "copyfile", fake_copyfile)),
         "RTE.tsv": (out / "RTE.tsv", lambda v: metrics_py.write_glue_submission(out / "RTE.tsv", "rte", [0, 1], [v, 1]),
                     write_text),
@@ -728,7 +728,7 @@ def test_no_previous_file_is_said_so(tmp_path, monkeypatch):
     import train as train_py
     monkeypatch.setattr(Path, "write_text", fake_write_text)
     with pytest.raises(checkpoint.SaveError) as e:
-        train_py.write_json(tmp_path / "metrics.json", {})
+        checkpoint.write_json(tmp_path / "metrics.json", {})
     assert str(e.value).endswith(f"No space left on device; nothing was written to {tmp_path / 'metrics.json'}")
     assert not list(tmp_path.iterdir())
 
@@ -947,7 +947,7 @@ def test_token_task_predicts_every_word(conll, tmp_path):
               "--max-len", "8", "--predict", "--holdout", "0.25", "--dtype", "bf16", "--dev-limit", "5")
     assert re.search(r"train: --max-len 8 cuts \d+ words in \d+ sentences; they are scored as predicted O", r.stdout)
     for split in ("dev", "test"):
-        gold = data.read_conll(conll / "conll2003" / f"{split}.txt")
+        gold = data.read_conll(conll / "conll2003" / f"{split}.txt", data.CONLL_TAGS)
         blocks = (out / f"{split}_predictions.txt").read_text().strip("\n").split("\n\n")
         assert len(blocks) == len(gold)
         preds = []
@@ -1061,37 +1061,37 @@ def test_rdrop_loss_by_hand():
     classes; identical forwards add nothing; IGNOREd tokens add nothing; regression adds alpha (y1 - y2)^2."""
     import math
     import train as train_py
+    from support import rdrop
     logits = torch.tensor([[0.0, 0.0], [math.log(3.0), 0.0]])  # P1 = (1/2, 1/2), P2 = (3/4, 1/4)
     y = torch.tensor([0])
     ce = (math.log(2) + math.log(4 / 3)) / 2
     kl12 = 0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)
     kl21 = 0.75 * math.log(0.75 / 0.5) + 0.25 * math.log(0.25 / 0.5)
-    assert abs(train_py.rdrop_loss_sum(logits, y, False, 2.0).item() - (ce + (kl12 + kl21))) < 1e-6
+    assert abs(rdrop.loss_sum(logits, y, False, 2.0, train_py.loss_sum).item() - (ce + (kl12 + kl21))) < 1e-6
     same = torch.tensor([[0.3, -1.0], [0.3, -1.0]])
-    assert abs(train_py.rdrop_loss_sum(same, y, False, 5.0).item() - train_py.loss_sum(same[:1], y, False).item()) < 1e-6
+    assert abs(rdrop.loss_sum(same, y, False, 5.0, train_py.loss_sum).item() - train_py.loss_sum(same[:1], y, False).item()) < 1e-6
     tok = torch.randn(2, 3, 4)  # two copies of one sentence of 3 tokens, 4 tags; only token 1 is scored
     ty = torch.tensor([[-100, 2, -100]])
-    scored_only = train_py.rdrop_loss_sum(tok[:, 1:2], ty[:, 1:2], False, 1.0)
-    assert abs(train_py.rdrop_loss_sum(tok, ty, False, 1.0).item() - scored_only.item()) < 1e-6
+    scored_only = rdrop.loss_sum(tok[:, 1:2], ty[:, 1:2], False, 1.0, train_py.loss_sum)
+    assert abs(rdrop.loss_sum(tok, ty, False, 1.0, train_py.loss_sum).item() - scored_only.item()) < 1e-6
     reg = torch.tensor([[1.0], [3.0]])
-    assert abs(train_py.rdrop_loss_sum(reg, torch.tensor([2.0]), True, 0.5).item() - (1 + 0.5 * 4)) < 1e-6
+    assert abs(rdrop.loss_sum(reg, torch.tensor([2.0]), True, 0.5, train_py.loss_sum).item() - (1 + 0.5 * 4)) < 1e-6
 
 # -----------------------------------------------------------------------------
 # which examples a run sees: --limit samples, --limit-first takes the head
 
 def test_limit_samples_by_seed_and_limit_first_takes_the_first_rows(setup):
-    """train.load_data on a 240-row RTE: --limit 40 --dev-limit 8 give a seeded stratified sample (the same
+    """data.load_splits on a 240-row RTE: --limit 40 --dev-limit 8 give a seeded stratified sample (the same
     rows for one seed, others for another, each label within one row of its share), and --limit-first gives rows 0-39 and
     0-7 under any seed, as the earlier compare_small read them."""
     import data
-    import train as train_py
 
     def seen(seed, *flags):
         args = settings.parse_args(["--task", "rte", "--data-dir", str(setup / "glue_long"), "--limit", "40",
                                     "--dev-limit", "8", "--seed", str(seed), *flags])
         weights = checkpoint.resolve_weights(str(setup / "w0"))
         cfg = checkpoint.from_pretrained(weights, 2).cfg
-        splits, _, _ = train_py.load_data(args, data.get_task("rte"), weights, cfg, 24, say=lambda *a, **k: None)
+        splits, _, _ = data.load_splits(args, data.get_task("rte"), weights, cfg, 24, say=lambda *a, **k: None)
         return [[ex.text_a for ex in splits[s].examples] for s in ("train", "dev")]
 
     every = [[ex.text_a for ex in data.load_split("rte", s, setup / "glue_long")] for s in ("train", "dev")]

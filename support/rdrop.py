@@ -1,0 +1,32 @@
+"""
+R-Drop (Liang et al., NeurIPS 2021), the regularizer that studies/compare.py sets beside AD-DROP (train.py --rdrop
+ALPHA): each batch forwards twice, each copy with its own dropout (and its own AD-DROP masks' dropout), and the
+loss adds alpha times the disagreement of the two predictions. Not part of AD-DROP: kept out of train.py's loop,
+which calls twice() for the forward and loss_sum() for the loss.
+"""
+
+import torch
+
+from addrop import IGNORE  # -100, the label of a sub-token no loss scores
+
+
+def twice(ids, pad, types, masks):
+    """The model's inputs with the batch stacked on itself, (2B, T), the masks too (None stays None)."""
+    ids, pad, types = torch.cat([ids, ids]), torch.cat([pad, pad]), torch.cat([types, types])
+    return ids, pad, types, None if masks is None else [None if M is None else torch.cat([M, M]) for M in masks]
+
+
+def loss_sum(logits, y, regression, alpha, single):
+    """logits of two forwards of the same examples, stacked (2B, ...); single(logits, y, regression) the task's
+    loss summed over units (train.loss_sum). The mean of the two copies' losses plus alpha times the symmetric
+    KL divergence between their predicted distributions, 1/2 (KL(P1||P2) + KL(P2||P1)) per unit (for
+    regression, the squared difference of the two scores), summed over units."""
+    a, b = logits.float().chunk(2)
+    loss = (single(a, y, regression) + single(b, y, regression)) / 2
+    if regression:
+        return loss + alpha * ((a - b) ** 2).sum()
+    la, lb = a.log_softmax(-1), b.log_softmax(-1)
+    kl = 0.5 * ((la.exp() * (la - lb)).sum(-1) + (lb.exp() * (lb - la)).sum(-1))  # (B,) or (B, T)
+    if kl.dim() == 2:
+        kl = kl[y != IGNORE]
+    return loss + alpha * kl.sum()
