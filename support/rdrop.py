@@ -1,8 +1,8 @@
 """
 R-Drop (Liang et al., NeurIPS 2021), the regularizer the paper's Table 1 compares with AD-DROP, and
-studies/compare.py here (train.py --rdrop ALPHA): each batch forwards twice, each copy with its own dropout (and its own AD-DROP masks' dropout), and the
-loss adds alpha times the disagreement of the two predictions. Not part of AD-DROP: kept out of train.py's loop,
-which calls twice() for the forward and loss_sum() for the loss.
+studies/compare.py here (train.py --rdrop ALPHA): each batch forwards twice, each copy with its own dropout,
+and the loss adds alpha times the disagreement of the two predictions. Not part of AD-DROP: kept out of
+train.py's loop, which calls twice() for the forward and loss_sum() for the loss.
 """
 
 import torch
