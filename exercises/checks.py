@@ -5,9 +5,10 @@ numbers are compared, by how much they differ, as CS231n checks each piece of an
 
     relative error = max |actual - expected| / max |expected|
 
-(CS231n's is entry by entry, |x - y| / max(1e-8, |x| + |y|)), and the usual slip the numbers show:
-a flipped sign, a mean for a sum, a transpose, an off-by-one. (torch.testing.assert_close's message
-speaks of indices and dtypes instead.) Under --impl it is printed alone, after its exercise.
+(CS231n's is entry by entry, |x - y| / max(1e-8, |x| + |y|)), and the pattern the numbers show, as
+measured, not as a fix: every sign opposite, every entry the same factor off (a mean for a sum shows as
+1/N), the sizes in another order (a transpose), integers off by one. (torch.testing.assert_close's
+message speaks of indices and dtypes instead.) Under --impl it is printed alone, after its exercise.
 """
 
 import math
@@ -30,7 +31,7 @@ def _differences(actual, expected, what):
     a = torch.as_tensor(actual).detach().double()
     e = torch.as_tensor(expected).detach().double()
     if a.shape != e.shape:
-        turned = "; the same sizes in another order: a transpose?" if sorted(a.shape) == sorted(e.shape) else ""
+        turned = "; the same sizes in another order" if sorted(a.shape) == sorted(e.shape) else ""
         raise Wrong(f"{what}: shape {tuple(a.shape)}, expected {tuple(e.shape)}{turned}")
     if a.numel() == 0:
         return 0.0, 0.0, a, e
@@ -43,19 +44,21 @@ def _differences(actual, expected, what):
 
 
 def _slip(a, e):
-    """The usual slip that actual a and expected e (float64, one shape, not equal) show, in words, or ''."""
+    """The pattern that actual a and expected e (float64, one shape, not equal) show, in words, or '':
+    what was measured (a sign, a factor, an off-by-one), for the student to trace to its cause."""
     if not (torch.isfinite(a).all() and torch.isfinite(e).all()) or e.abs().max() == 0:
         return ""
     if torch.equal(a, a.round()) and torch.equal(e, e.round()) and e.abs().max() > 1 and (a - e).abs().max() == 1:
-        return "; integers off by one: a count or an index one too far?"
+        return "; integers off by exactly one"
     c = ((a * e).sum() / (e * e).sum()).item()  # the factor that best maps expected onto actual
     if (a - c * e).abs().max() > 1e-3 * e.abs().max() or abs(c) < 1e-6:
         return ""  # actual is no multiple of expected
     n = round(1 / c if abs(c) < 1 else c)
     near = abs(c * n - 1 if abs(c) < 1 else c / n - 1) < 1e-3
-    return ("; actual = -expected: a flipped sign?" if abs(c + 1) < 1e-3 else "" if abs(n) < 2 or not near else
-            f"; actual = expected / {n}: a mean for a sum, or a factor left out?" if abs(c) < 1 else
-            f"; actual = {n} x expected: a sum for a mean, or a factor too many?")
+    return ("; actual = -expected: every entry has the opposite sign" if abs(c + 1) < 1e-3 else
+            "" if abs(n) < 2 or not near else
+            f"; actual = expected / {n}: every entry 1/{n} of what is expected" if abs(c) < 1 else
+            f"; actual = {n} x expected: every entry {n} times what is expected")
 
 
 def close(actual, expected, what, atol=None, rtol=None):

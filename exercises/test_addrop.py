@@ -115,8 +115,9 @@ def test_gradient_is_a_finite_difference():
         try:
             B_ng = addrop.attribute(net, batch, ALL, "ga")
         except RuntimeError as e:
-            true(False, f"attribute called under torch.no_grad() raised {str(e).splitlines()[0]!r}; expected it to "
-                 "turn gradients on for its own forward and backward (torch.enable_grad())")
+            true(False, f"attribute called under torch.no_grad() (as an evaluation loop calls it) raised "
+                 f"{str(e).splitlines()[0]!r}; expected the same B_l as without no_grad: a caller's no_grad does not "
+                 "reach the attribution's own forward and backward")
     for l in ALL:
         same(B_ng[l], B_all[l], f"B_{l} from attribute called under torch.no_grad(), against without")
     c = pseudo_labels(net, batch)
@@ -132,6 +133,10 @@ def test_gradient_is_a_finite_difference():
                 F.append(forward_scaled(net, batch, l, scale)[0][b, c[b]])  # example b's own logit
             fd, g = ((F[0] - F[1]) / (2 * eps)).item(), B_all[l][b, h, i, j].item()
             at = f"layer {l}, example {b}, head {h}, query {i}, key {j}"
+            n = len(LENGTHS)
+            true(abs(g * n / fd - 1) > 1e-3, f"B_l at {at} is 1/{n} of the change of example {b}'s own pseudo-label "
+                 f"logit when that one attention probability moves (a batch of {n}); expected the change itself: an "
+                 "example's attribution does not depend on the batch around it (Eq. 5, its own F_c~)")
             close(g, fd, f"B_l = dF/dA_l at {at}, against the central finite difference of example {b}'s "
                   "pseudo-label logit when that one attention probability moves", rtol=1e-7)
             true(abs(g) > 1e-3, f"B_l at {at} is {g:.1e}: an entry that matters (above 1e-3) was expected, "
@@ -156,6 +161,18 @@ def test_one_backward_equals_one_per_layer(training):
         close(B_all[l], loop[l], f"B_l of layer {l} from attribute (the model in {mode} mode), against "
               "autograd.grad of F, the sum of the pseudo-label logits in eval mode, with respect to A_l alone",
               atol=1e-12)
+    flows = []  # one entry each time a gradient flows back through the logits: one per backward pass
+
+    def count(module, args, logits):
+        if logits.requires_grad:
+            logits.register_hook(lambda grad: flows.append(1))
+    handle = net.head.register_forward_hook(count)
+    try:
+        addrop.attribute(net, batch, ALL, "ga")
+    finally:
+        handle.remove()
+    true(len(flows) == 1, f"in one call of attribute(method='ga') for {L} layers the gradient flowed back through the "
+         f"logits {len(flows)} times; expected once: one backward pass gives every selected layer's B_l (the contract)")
     for method in ("ga", "iga", "aa"):
         addrop.attribute(net, batch, [0, 2], method, m=3)
         modes = {"train" if mod.training else "eval" for mod in net.modules()}
@@ -163,7 +180,7 @@ def test_one_backward_equals_one_per_layer(training):
              f"{' and '.join(sorted(modes))} mode; it came in {mode} mode, and must leave in it")
         filled = sum(p.grad is not None for p in net.parameters())
         true(filled == 0, f"attribute(method={method!r}) left .grad set on {filled} parameters; expected none: "
-             "autograd.grad with respect to the attention maps only")
+             "B_l is a gradient with respect to the attention maps A_l only (Eq. 5), and every .grad is left as it was")
 
 
 @pytest.mark.exercise(8)
@@ -360,9 +377,8 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     paper_1 = paper_mask(scores, attention_mask, p, 1)
     extra_1, missing_1 = int((fast_1 & ~paper_1).sum()), int((paper_1 & ~fast_1).sum())
     true(extra_1 or missing_1, f"{differs}; your candidates (q = 1) equal the recipe's; your coin flips differ from "
-         "the recipe's: draw them as model.py's dropout draws its own (one call of its Bernoulli draw, "
-         "bernoulli((B, H, T, T), q, generator, scores.device): shape (B, H, T, T), probability q, from "
-         "`generator`), True = dropped")
+         "the recipe's, which are one Bernoulli(q) draw over the whole (B, H, T, T) from `generator`, True = dropped "
+         "(the contract's convention)")
     true(False, f"{differs}; your candidates differ too: at q = 1 (every candidate dropped, no coin flip matters) it "
          f"drops {extra_1} positions the recipe keeps and keeps {missing_1} that it drops; expected the same mask. "
          "The convention: True = dropped; a candidate is dropped with probability q (the coin flip that is True "
@@ -462,8 +478,11 @@ def test_cross_tuning_schedule():
     """Lesson 10. Algorithm 1: odd epochs fine-tune plainly, even epochs run AD-DROP. Without
     cross-tuning (Table 2's ablation) every epoch runs AD-DROP."""
     got = [addrop.is_addrop_epoch(e) for e in range(1, 7)]
-    true(got == [False, True] * 3, f"is_addrop_epoch for epochs 1 to 6 with cross-tuning: {got}; expected "
-         "[False, True, False, True, False, True]: odd epochs plain, even epochs AD-DROP (Algorithm 1)")
+    said = {True: "runs AD-DROP", False: "runs the original fine-tuning"}
+    off = [e for e, g in zip(range(1, 7), got) if g != (e % 2 == 0)]
+    true(not off, f"is_addrop_epoch with cross-tuning, epochs 1 to 6: {got}. " + "; ".join(
+         f"epoch {e}: yours {said.get(got[e - 1], f'gives {got[e - 1]!r}')}, Algorithm 1 {said[e % 2 == 0]} there"
+         for e in off[:2]) + " (Algorithm 1 alternates them, starting with the original fine-tuning)")
     got = [addrop.is_addrop_epoch(e, cross_tuning=False) for e in range(1, 7)]
     true(all(got), f"is_addrop_epoch for epochs 1 to 6 without cross-tuning: {got}; expected True for every epoch")
 
@@ -487,7 +506,7 @@ def test_gold_labels_differ_only_where_the_model_is_wrong(method):
              "prediction; expected the same (1e-12): each example's B depends on its own label only")
         true(torch.all(diff[wrong] > 1e-4), f"{method}, layer {l}: B_l of the gold labels differs from B_l of the "
              f"pseudo labels by only {diff[wrong].min():.1e} on examples 1 and 3, where the gold label is not the "
-             "prediction; expected more than 1e-4: the labels given must be the ones attributed")
+             "prediction; expected more than 1e-4: B of a label other than the prediction differs from B of the prediction")
 
 
 @pytest.mark.exercise(3, 4)
@@ -543,8 +562,8 @@ def test_attention_and_random_ablations():
     # independently in every head too: two heads draw the same mask of a long row with probability
     # (1 - 2 p q (1 - p q))^(16 * 16) < 1e-20, so equal masks mean one draw shared by the heads
     shared = [h for h in range(1, H) if torch.equal(M[:, h], M[:, 0])]
-    true(not shared, f"random_mask gave heads {shared} the same mask as head 0; expected every head its own coins "
-         "(one draw of the whole (B, H, T, T))")
+    true(not shared, f"random_mask gave heads {shared} the same mask as head 0, over 64 rows of 4-16 real keys; "
+         "expected different masks: with independent coins per head, two heads agree there with probability below 1e-20")
 
 
 
@@ -571,10 +590,18 @@ def test_random_mask_is_one_draw_at_pq():
             true(got.shape == want.shape and got.dtype == torch.bool, f"random_mask gave a {got.dtype} mask of "
                  f"shape {tuple(got.shape)}; expected torch.bool, (B, H, T, T) = {tuple(want.shape)}")
             diff = int((got != want).sum())
-            true(diff == 0, f"random_mask(p = {p}, q = {q}), seeded, from {stream}: its mask differs in {diff} of "
-                 f"{want.numel()} positions from ONE draw of coin flips at p*q (Bernoulli(p q), drawn as drop_mask "
-                 "draws its own, then the edge cases) for the same seed; expected the same mask: it must be ONE "
-                 "draw at p*q, not a draw at p and another at q (same rate, another random stream)")
+            if diff == 0:
+                continue
+            pairs = (attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool().expand_as(want)
+            rate = (got & pairs).sum().item() / pairs.sum().item()
+            two = draw(lambda g: real_rows(model.bernoulli((B, H, T, T), p, g, attention_mask.device) &
+                                           model.bernoulli((B, H, T, T), q, g, attention_mask.device), attention_mask))
+            seen = ("it equals, position for position, the mask of two draws for that seed, Bernoulli(p) and then "
+                    "Bernoulli(q): the same rate from other random numbers" if torch.equal(got, two) else
+                    f"it drops {rate:.0%} of the real pairs, against p q = {p * q:.0%} expected")
+            true(False, f"random_mask(p = {p}, q = {q}), seeded, from {stream}: its mask differs in {diff} of "
+                 f"{want.numel()} positions from the real mask for the same seed, whose coin flips are each True "
+                 f"with probability p q = {p * q:.2f} (Bernoulli(p q), drawn as drop_mask draws its own); {seen}")
 
 def test_parse_layers():
     """Lesson 14. --layers picks where AD-DROP masks (settings.parse_layers reads it): 'first' (the
@@ -657,7 +684,11 @@ def test_token_attribution_is_eq3_summed_token_by_token():
                 full[l] += w * dF[l]
                 if k == c[b, t]:
                     paper[l] += w * dF[l]
+    n = int((batch["labels"] != addrop.IGNORE).sum())  # the scored tokens
     for l in ALL:
+        true((B_all[l] * n - full[l]).abs().max() > 1e-9, f"layer {l}: the token attribution is 1/{n} of -dL/dA_l, L "
+             f"the pseudo loss of the batch's {n} scored tokens (Eq. 3 summed with autograd token by token); expected "
+             "-dL/dA_l itself: each scored token's term counts in full, however many tokens the batch holds (Eq. 2)")
         close(B_all[l], full[l], f"layer {l}: the token attribution -dL/dA_l, against Eq. 3 summed with autograd "
               "token by token and class by class", atol=1e-10)
     gap = max((B_all[l] - paper[l]).abs().max().item() for l in ALL)
@@ -817,8 +848,8 @@ def composed():
     """While the step runs, addrop.addrop_masks (steps 1-3 in one call) refuses to run: exercise 11 is the
     composition of the pieces itself, and the real addrop_step calls them one by one."""
     def refused(*args, **kwargs):
-        raise Wrong("the step called addrop_masks: compose the step from attribute, drop_mask and random_mask, "
-                    "not addrop_masks (that composition is the exercise)")
+        raise Wrong("the step called addrop_masks, which does Eq. 4-7 in one call and refuses to run in these "
+                    "lessons; expected the step composed of its pieces, exercises 4, 5 and 9 (the contract)")
     saved, addrop.addrop_masks = addrop.addrop_masks, refused
     try:
         yield
@@ -932,7 +963,8 @@ def test_step_equals_the_real_step(options):
         if want is not None:
             diff = int((got != want).sum())
             true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
-                 "positions (same seed); expected the same: does each option reach the attribution and the mask?")
+                 "positions (same seed); expected the same: the real step's mask changes with this option as the contract "
+                 "says")
     close(loss, want_loss, f"{said}: its loss, against the real step's (same seed; the masked forward, the labels "
           "of the batch)", atol=1e-12)
 
@@ -963,7 +995,6 @@ def test_compiled_step_equals_the_real_compiled_step(method):
         if want is not None:
             diff = int((got != want).sum())
             true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
-                 "positions (same seed); expected the same: with compile a backend name, each mask comes from its "
-                 "function through addrop.whole_graph(fn, compile), whose coin flips are drawn as under compile, "
-                 "not as an eager CPU draws them")
+                 "positions (same seed); expected the same. Under compile the real step's coin flips are those of a "
+                 "compiled graph, which differ from an eager CPU's for the same seed (the contract's compile)")
     close(loss, want_loss, f"{said}: its loss, against the real step's (same seed)", atol=1e-12)

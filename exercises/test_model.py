@@ -146,6 +146,33 @@ def check_against(net, ids, mask, types, hidden, attns, logits, tol=1e-5, source
 
 
 @pytest.mark.exercise(1)
+def test_scores_are_scaled_as_eq1():
+    """Eq. 1 scales the scores q k^T by 1/sqrt(D), D the head's width, before the softmax: on one layer of
+    the tiny model (float64, D = 8) A is softmax(q k^T / sqrt(D) + the padding mask), written out here from
+    the layer's own q, k (1e-12). A scale of another size shows here by its size, before the comparisons
+    with Hugging Face, where it shows only as differences."""
+    net = tiny_model("bert", torch.float64)
+    ids, mask, types = padded_batch("bert")
+    layer = net.encoder.layers[0]
+    with torch.no_grad():
+        x, pad = net.encoder.embed(ids, mask, types)
+        A = model.attention(layer, x, pad)[0]
+        B, T_, C = x.size()
+        H, D = layer.H, C // layer.H
+        q = layer.q(x).view(B, T_, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = layer.k(x).view(B, T_, H, D).transpose(1, 2)  # (B, H, T, D)
+        scores = q @ k.transpose(-2, -1)  # (B, H, T, T)
+        for s, said in [(1.0, "by 1 (not scaled)"), (1 / D, f"by 1/D = 1/{D}"),
+                        (1 / math.sqrt(C), f"by 1/sqrt(C) = 1/sqrt({C}), C the layer's width"),
+                        (math.sqrt(D), f"by sqrt(D) = sqrt({D})")]:
+            if A.shape == scores.shape and torch.allclose(A, (scores * s + pad).softmax(-1), rtol=0, atol=1e-10):
+                true(False, f"layer 0's A is the softmax of the scores q k^T scaled {said}; expected them scaled as "
+                     f"Eq. 1 scales them, by 1/sqrt(D) = 1/sqrt({D}), D the head's width")
+        close(A, (scores / math.sqrt(D) + pad).softmax(-1), "layer 0's A, against softmax(q k^T / sqrt(D) + the "
+              "padding mask) written out from the layer's q and k", atol=1e-12)
+
+
+@pytest.mark.exercise(1)
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_matches_huggingface_live(model_type, tmp_path):
     """A tiny random Hugging Face model, saved as safetensors and loaded by our from_pretrained,
@@ -362,7 +389,7 @@ def test_mask_drops_exactly_one_entry():
     true(torch.isfinite(logits_m).all() and all(torch.isfinite(a).all() for a in attns_m),
          "the masked forward gave NaN or infinite values; expected none")
     true(not torch.equal(logits_m[b], logits[b]), f"example {b}'s logits with the mask equal those without; expected "
-         "the drop to reach the output: the A used must be the masked one")
+         "the drop to reach the output (Eq. 1: M_l inside the softmax changes A, and A v with it)")
 
 
 def test_roberta_positions():
@@ -460,7 +487,7 @@ def test_attention_dropout_keeps_the_expected_output(dropped_A):
     ratio = ((mean * y_eval).sum() / (y_eval * y_eval).sum()).item()  # the factor that best maps eval's onto the mean
     true(((mean - y_eval).abs() <= 5 * sem + 1e-12).all(), f"train mode, p = 0.5: the attention output A v averaged "
          f"over {N} draws is {ratio:.2f} times eval mode's, {worst:.0f} standard errors off at worst; expected eval "
-         "mode's within 5 standard errors: the entries kept must be multiplied by 1 / (1 - p)")
+         "mode's within 5 standard errors, 1.00 times it: attention dropout keeps A v's expected value")
 
 # -----------------------------------------------------------------------------
 # 6.-7. checkpoints (checkpoint.py): round trip and loader errors
@@ -803,7 +830,7 @@ def test_gradients_reach_every_attention_map(model_type):
         grads = torch.autograd.grad(logits[:, 0].sum(), attns)
     except RuntimeError as e:  # an A that is not in the graph of the logits: a copy, or one not used
         raise checks.Wrong(f"autograd.grad of the logits with respect to the A_l handed out fails ({str(e)[:80]}...); "
-                           "expected a gradient: the A handed out must be the A the layer uses") from None
+                           "expected a gradient: the A handed out is not in the graph of the logits") from None
     for l, (A, dA) in enumerate(zip(attns, grads)):
         true(torch.isfinite(dA).all() and dA.abs().max() > 0, f"the gradient of the logits with respect to layer {l}'s "
              "A is zero or not finite; expected a finite gradient, nonzero somewhere")

@@ -44,6 +44,9 @@ WRONG = [
     (4, "AA runs every layer", "depth=max(layers) + 1", "depth=None"),
     (4, "gradients not turned on", "with torch.enable_grad(), _frozen(model):", "with _frozen(model):"),
     (4, "IGA accepted with the authors' first pass", 'if theirs and method == "iga":', "if False:"),
+    (4, "one backward per layer", "grads = torch.autograd.grad(objective(logits, labels, regression), "
+     "[probes[l] for l in layers])", "F_c = objective(logits, labels, regression); grads = "
+     "[torch.autograd.grad(F_c, probes[l], retain_graph=True)[0] for l in layers]"),
     (5, "a float for the integer index", "n * keep // 10**6", "(n.double() * (1 - p)).long()"),
     (5, "above the threshold, not at or above", "drop = scores >= thr", "drop = scores > thr"),
     (5, "q as the probability to keep", "bernoulli((B, H, T, T), q,", "bernoulli((B, H, T, T), 1 - q,"),
@@ -77,8 +80,18 @@ WRONG = [
 
 
 # what the failure of a wrong answer must say, beyond its exercise and lesson
-SAYS = {(5, "coin flips from another stream"): "your candidates (q = 1) equal the recipe's; your coin flips differ",
-        (11, "compile ignored"): "compile='aot_eager'"}
+SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
+        (3, "a mean for the sum"): "is 1/4 of the change of example 0's own pseudo-label logit",
+        (3, "regression without the 1/2"): "actual = 2 x expected: every entry 2 times what is expected",
+        (4, "one backward per layer"): "for 3 layers the gradient flowed back through the logits 3 times; expected once",
+        (5, "coin flips from another stream"): "your candidates (q = 1) equal the recipe's; your coin flips differ",
+        (7, "the parity flipped"): "epoch 1: yours runs AD-DROP, Algorithm 1 runs the original fine-tuning there",
+        (9, "p alone for p q"): "dropped 7646 of 15512 real pairs; expected p q x 15512 = 1551",
+        (9, "two draws, at p and at q"): "the mask of two draws for that seed, Bernoulli(p) and then Bernoulli(q)",
+        (9, "one mask for every head"): "the same mask as head 0",
+        (10, "a mean for the sum"): "the token attribution is 1/13 of -dL/dA_l",
+        (11, "compile ignored"): "compile='aot_eager'",
+        (11, "steps 1-3 by addrop_masks"): "expected the step composed of its pieces"}
 
 
 def written(e, old=None, new=None):
@@ -309,12 +322,15 @@ def test_usage_errors_say_what_to_do(runs):
         assert code == 4 and words in out and "Traceback" not in out, (key, out)
 
 @pytest.mark.parametrize("actual, expected, says", [
-    ([-1.0, 2.0, -3.0], [1.0, -2.0, 3.0], "a flipped sign?"), ([0.25, 0.5, 0.75], [1.0, 2.0, 3.0], "/ 4: a mean for"),
-    ([3.0, 6.0, 9.0], [1.0, 2.0, 3.0], "3 x expected: a sum for"), ([4.0, 7.0, 2.0], [4.0, 6.0, 2.0], "off by one"),
-    ([[1.0, 2.0, 3.0]], [[1.0], [2.0], [3.0]], "a transpose?"), ([1.0, 0.0, 0.5], [0.0, 1.0, 1.0], None)])
+    ([-1.0, 2.0, -3.0], [1.0, -2.0, 3.0], "every entry has the opposite sign"),
+    ([0.25, 0.5, 0.75], [1.0, 2.0, 3.0], "expected / 4: every entry 1/4 of what is expected"),
+    ([3.0, 6.0, 9.0], [1.0, 2.0, 3.0], "3 x expected: every entry 3 times"), ([4.0, 7.0, 2.0], [4.0, 6.0, 2.0], "off by exactly one"),
+    ([[1.0, 2.0, 3.0]], [[1.0], [2.0], [3.0]], "in another order"), ([1.0, 0.0, 0.5], [0.0, 1.0, 1.0], None)])
 def test_checks_name_the_usual_slips(actual, expected, says):
-    """(j) A failed check names the slip its numbers show (checks._slip: a factor -1, 1/N or N to 1e-3,
-    integers off by exactly one, the sizes in another order), and none where they show none (the last)."""
+    """(j) A failed check names the pattern its numbers show, as measured (checks._slip: a factor -1, 1/N or N
+    to 1e-3, integers off by exactly one, the sizes in another order), and none where they show none (the
+    last); it says what was measured, never what to write."""
     with pytest.raises(checks.Wrong) as failed:
         checks.close(torch.tensor(actual), torch.tensor(expected), "x", atol=1e-9)
-    assert (says in str(failed.value)) if says else "?" not in str(failed.value), str(failed.value)
+    patterns = ("opposite sign", "every entry", "off by exactly one", "another order")
+    assert (says in str(failed.value)) if says else not any(w in str(failed.value) for w in patterns), str(failed.value)
