@@ -37,6 +37,6 @@ Stuck? python exercises/hint.py 5 gives a hint, one more each time (3 in all).
 def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     raise NotImplementedError(
         "Exercise 5 (Eq. 6-7, the mask): write drop_mask in exercises/05_drop_mask.py\n"
-        "  checked by test_addrop.py's lessons 6, 6b, 7, 8 and 9, with the real code for everything else:\n"
+        "  checked by test_addrop.py's lessons 6, 6b, 7, 8, 8b and 9, with the real code for everything else:\n"
         "  python -m pytest exercises/test_addrop.py --impl exercises/05_drop_mask.py"
     )

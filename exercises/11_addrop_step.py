@@ -31,6 +31,9 @@ compile        None: each mask built eagerly, by its function (exercise 5's, or 
                masks differ from the eager ones for the same seed, and must equal the real step's.
 returns        (the new loss, the masks the masked forward saw)
 
+The convention the lessons compare against: the selected layers' masks are drawn in the order `layers`
+lists them, so that for the same seed the random draws match the real step's.
+
 The lessons check that the masked forward sees the masks, that the model comes back in the mode it
 came in with no parameter gradient left by the attribution, and that the loss and masks equal the
 real step's for the same seed, with each option, compile="aot_eager" among them.

@@ -26,6 +26,8 @@ number, its equation, and the command that runs only its lessons; a wrong answer
 was measured and what was expected.
 """
 
+import functools
+import itertools
 import math
 from contextlib import contextmanager
 
@@ -110,6 +112,12 @@ def test_gradient_is_a_finite_difference():
     `scale`, which multiplies A elementwise: scale = 1 + eps/A at (b, h, i, j) and 1 elsewhere turns
     A into A + eps there (A > 0 on real keys). Central differences, eps = 1e-6: error ~1e-8 relative."""
     net, batch = tiny_model(), padded_batch()
+    logits, _, attns = addrop._unmasked_pass(net, batch, None)
+    graphless = [l for l, A in enumerate(attns) if not A.requires_grad]
+    false = [f"the maps of layers {graphless}"] * bool(graphless) + ["the logits"] * (not logits.requires_grad)
+    true(not false, "the maps your forward returned carry no autograd graph (requires_grad False: "
+         f"{', '.join(false)}), so no attribution can be taken from them; expected the first pass's maps and logits in the autograd graph "
+         "of the model's parameters")
     B_all = addrop.attribute(net, batch, ALL, "ga")
     with torch.no_grad():  # a caller's no_grad (an evaluation loop, say) must not stop attribute's backward
         try:
@@ -158,8 +166,8 @@ def test_one_backward_equals_one_per_layer(training):
     mode = "train" if training else "eval"
     B_all = addrop.attribute(net, batch, ALL, "ga")
     for l in ALL:
-        close(B_all[l], loop[l], f"B_l of layer {l} from attribute (the model in {mode} mode), against "
-              "autograd.grad of F, the sum of the pseudo-label logits in eval mode, with respect to A_l alone",
+        close(B_all[l], loop[l], f"B_l of layer {l} from attribute (the model in {mode} mode), against the real "
+              "attribution's B_l of that layer (eval mode, the pseudo labels), taken by a backward of its own",
               atol=1e-12)
     flows = []  # one entry each time a gradient flows back through the logits: one per backward pass
 
@@ -379,6 +387,16 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     true(extra_1 or missing_1, f"{differs}; your candidates (q = 1) equal the recipe's; your coin flips differ from "
          "the recipe's, which are one Bernoulli(q) draw over the whole (B, H, T, T) from `generator`, True = dropped "
          "(the contract's convention)")
+    real = attention_mask.bool()
+    pairs = real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T) real (query, key) pairs
+    outside = int((fast_1 & ~pairs).sum())
+    true(not outside, f"{differs}; at q = 1 (every candidate dropped, no coin flip matters) it drops {outside} "
+         "positions in rows of padding queries or on padding keys; expected none there: the recipe drops real "
+         "(query, key) pairs only")
+    lost = int(((fast_1 | ~real[:, None, None, :]).all(-1) & real[:, None, :]).sum())  # real queries left no key
+    true(not lost, f"{differs}; at q = 1 (every candidate dropped, no coin flip matters) it drops every real key in "
+         f"{lost} rows of real queries (each -inf throughout: NaN after the softmax); expected those rows whole, as "
+         "the recipe keeps a row whose every real key would be dropped")
     true(False, f"{differs}; your candidates differ too: at q = 1 (every candidate dropped, no coin flip matters) it "
          f"drops {extra_1} positions the recipe keeps and keeps {missing_1} that it drops; expected the same mask. "
          "The convention: True = dropped; a candidate is dropped with probability q (the coin flip that is True "
@@ -438,6 +456,41 @@ def test_dropped_fraction_matches_expectation(p, q):
           "dropped_fraction, against the dropped real pairs counted over all real pairs", atol=1e-6)
 
 
+def stream_said(what, got, draw, real):
+    """The symptom of a mask drawn with generator=torch.Generator().manual_seed(0) while torch's default stream
+    is seeded 123: '' where it is the real function's for that generator, else how it differs, and whether it
+    is the real mask of the default stream instead. draw(fn, generator) seeds the default stream, calls fn."""
+    want = draw(real, torch.Generator().manual_seed(0))
+    true(got.shape == want.shape and got.dtype == torch.bool, f"{what} gave a {got.dtype} mask of shape "
+         f"{tuple(got.shape)}; expected torch.bool, {tuple(want.shape)}")
+    diff = int((got != want).sum())
+    if diff == 0:
+        return ""
+    default = draw(real, None)
+    seen = ("and equals the mask drawn from torch's default stream" if torch.equal(got, default) else
+            "and differs from the mask drawn from torch's default stream too")
+    return (f"{what} with generator=torch.Generator().manual_seed(0), torch's default stream seeded 123 apart: your "
+            f"mask differs in {diff} of {want.numel()} positions from the real one for the same generator, {seen}: "
+            "the coin flips must come from `generator` (the contract)")
+
+
+@pytest.mark.exercise(5)
+def test_coin_flips_come_from_the_generator():
+    """Lesson 8b. Eq. 7's coin flips come from `generator` when one is given: a caller that wants masks that
+    repeat apart from torch's default stream passes its own. With the default stream seeded otherwise (123),
+    the mask for a generator seeded 0 is the real one for that generator, exactly."""
+    torch.manual_seed(0)
+    scores = torch.randn(4, 3, 9, 9, dtype=torch.float64)
+    attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
+
+    def draw(fn, generator):
+        torch.manual_seed(123)
+        return fn(scores, attention_mask, 0.5, 0.5, generator=generator)
+    got = draw(addrop.drop_mask, torch.Generator().manual_seed(0))
+    said = stream_said("drop_mask(p = 0.5, q = 0.5)", got, draw, impl.real(addrop, "drop_mask"))
+    true(not said, said)
+
+
 @pytest.mark.exercise(5, 6)
 @pytest.mark.parametrize("p, q", [(0.5, 0.5), (1.0, 1.0)])
 def test_masked_forward_stays_a_distribution(p, q):
@@ -482,7 +535,7 @@ def test_cross_tuning_schedule():
     off = [e for e, g in zip(range(1, 7), got) if g != (e % 2 == 0)]
     true(not off, f"is_addrop_epoch with cross-tuning, epochs 1 to 6: {got}. " + "; ".join(
          f"epoch {e}: yours {said.get(got[e - 1], f'gives {got[e - 1]!r}')}, Algorithm 1 {said[e % 2 == 0]} there"
-         for e in off[:2]) + " (Algorithm 1 alternates them, starting with the original fine-tuning)")
+         for e in off[:2]))
     got = [addrop.is_addrop_epoch(e, cross_tuning=False) for e in range(1, 7)]
     true(all(got), f"is_addrop_epoch for epochs 1 to 6 without cross-tuning: {got}; expected True for every epoch")
 
@@ -569,39 +622,45 @@ def test_attention_and_random_ablations():
 
 @pytest.mark.exercise(9)
 def test_random_mask_is_one_draw_at_pq():
-    """Lesson 13b. RD draws ONE field of coin flips over the whole (B, H, T, T) mask, each True with
-    probability p q, as drop_mask draws its own (model.bernoulli), and keeps to the real pairs with the guard
-    (_real_rows). A candidate at p and then a coin at q, two draws, drop at the same rate p q, but from
-    another random stream: for the same seed the masks differ, and a training run with them is not the
-    real one's. Checked against that one draw for the same seed, from torch's default stream and from a
-    generator: the masks exactly."""
+    """Lesson 13b. RD draws ONE field of coin flips over the whole (B, H, T, T) mask, as drop_mask draws its own
+    (model.bernoulli), and keeps to the real pairs with the guard (_real_rows). A candidate at p and then a coin
+    at q, two draws, drop at the same rate, but from another random stream: for the same seed the masks differ,
+    and a training run with them is not the real one's. Checked against that one draw for the same seed of
+    torch's default stream, the masks exactly; then with a generator given, whose coin flips must come from it:
+    the mask for a generator seeded 0 is the real one for that generator, the default stream seeded apart (123)."""
     attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
     B, T, H = 4, 9, 3
     real_rows = impl.real(addrop, "_real_rows")
     for p, q in [(0.5, 0.5), (0.3, 0.8)]:
-        for stream in ("torch's default stream", "a generator"):
-            def draw(fn):
-                torch.manual_seed(3)
-                g = torch.Generator().manual_seed(3) if stream == "a generator" else None
-                return fn(g)
-            got = draw(lambda g: addrop.random_mask(attention_mask, H, p, q, generator=g))
-            want = draw(lambda g: real_rows(model.bernoulli((B, H, T, T), p * q, g, attention_mask.device),
-                                            attention_mask))
-            true(got.shape == want.shape and got.dtype == torch.bool, f"random_mask gave a {got.dtype} mask of "
-                 f"shape {tuple(got.shape)}; expected torch.bool, (B, H, T, T) = {tuple(want.shape)}")
-            diff = int((got != want).sum())
-            if diff == 0:
-                continue
+        def real(attention_mask, H, p, q, generator=None):  # the real random_mask, with the real guard
+            return real_rows(model.bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)
+
+        def two_draws(attention_mask, H, p, q, generator=None):  # a candidate at p, then a coin at q
+            return real_rows(model.bernoulli((B, H, T, T), p, generator, attention_mask.device) &
+                             model.bernoulli((B, H, T, T), q, generator, attention_mask.device), attention_mask)
+
+        def seeded(fn, generator, seed=3):  # the default stream seeded `seed`, then fn with the generator
+            torch.manual_seed(seed)
+            return fn(attention_mask, H, p, q, generator=generator)
+        got, want = seeded(addrop.random_mask, None), seeded(real, None)
+        true(got.shape == want.shape and got.dtype == torch.bool, f"random_mask gave a {got.dtype} mask of "
+             f"shape {tuple(got.shape)}; expected torch.bool, (B, H, T, T) = {tuple(want.shape)}")
+        diff = int((got != want).sum())
+        if diff:
             pairs = (attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool().expand_as(want)
             rate = (got & pairs).sum().item() / pairs.sum().item()
-            two = draw(lambda g: real_rows(model.bernoulli((B, H, T, T), p, g, attention_mask.device) &
-                                           model.bernoulli((B, H, T, T), q, g, attention_mask.device), attention_mask))
             seen = ("it equals, position for position, the mask of two draws for that seed, Bernoulli(p) and then "
-                    "Bernoulli(q): the same rate from other random numbers" if torch.equal(got, two) else
-                    f"it drops {rate:.0%} of the real pairs, against p q = {p * q:.0%} expected")
-            true(False, f"random_mask(p = {p}, q = {q}), seeded, from {stream}: its mask differs in {diff} of "
-                 f"{want.numel()} positions from the real mask for the same seed, whose coin flips are each True "
-                 f"with probability p q = {p * q:.2f} (Bernoulli(p q), drawn as drop_mask draws its own); {seen}")
+                    "Bernoulli(q): the same rate from other random numbers" if torch.equal(got, seeded(two_draws, None))
+                    else f"it drops {rate:.0%} of the real pairs, against {p * q:.0%} expected, the rate at which the "
+                    f"paper's RD drops them at p = {p}, q = {q}")
+            true(False, f"random_mask(p = {p}, q = {q}), torch's default stream seeded 3: its mask differs in {diff} "
+                 f"of {want.numel()} positions from the real mask for the same seed, whose coin flips are one draw "
+                 f"over the whole (B, H, T, T), drawn as drop_mask draws its own; {seen}")
+        apart = functools.partial(seeded, seed=123)
+        got = apart(addrop.random_mask, torch.Generator().manual_seed(0))
+        said = stream_said(f"random_mask(p = {p}, q = {q})", got, apart, real)
+        true(not said, said)
+
 
 def test_parse_layers():
     """Lesson 14. --layers picks where AD-DROP masks (settings.parse_layers reads it): 'first' (the
@@ -857,6 +916,19 @@ def composed():
         addrop.addrop_masks = saved
 
 
+def order_said(said, masks, want, layers, real_step):
+    """Where masks differ from want, the real step's masks: that they are the real ones drawn in another order of
+    the layers, when some other order of `layers` given to real_step (the real step, same seed) gives them."""
+    if all((a is None) == (b is None) and (a is None or torch.equal(a, b)) for a, b in zip(masks, want)):
+        return
+    for order in itertools.permutations(layers):
+        if list(order) != list(layers) and all(
+                (a is None) == (b is None) and (a is None or (a.shape == b.shape and torch.equal(a, b)))
+                for a, b in zip(masks, real_step(list(order)))):
+            true(False, f"{said}: your masks are the real ones drawn in another order of the layers ({list(order)}, "
+                 f"same seed); expected them drawn in the order `layers` lists them, {list(layers)} (the contract)")
+
+
 @pytest.mark.exercise(11)
 def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
     """Lesson 19. Algorithm 1's AD-DROP branch: the first pass (the attribution) runs in eval mode, unmasked;
@@ -923,7 +995,7 @@ def test_step_leaves_no_gradient_from_the_attribution():
     net.zero_grad(set_to_none=True)
     torch.manual_seed(0)
     with composed():
-        loss, _ = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_sum)
+        loss, masks = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_sum)
     leaked = [name for name, w in net.named_parameters() if w.grad is not None]
     true(not leaked, f"after the step, before its loss is backpropagated, {len(leaked)} parameters have a gradient "
          f"({', '.join(leaked[:3])}, ...); expected none: the attribution may not touch .grad")
@@ -931,7 +1003,15 @@ def test_step_leaves_no_gradient_from_the_attribution():
     got = {name: w.grad.clone() for name, w in net.named_parameters()}
     net.zero_grad(set_to_none=True)
     torch.manual_seed(0)
-    impl.real(addrop, "addrop_step")(net, batch, ALL, 0.5, 0.5, loss_sum)[0].backward()
+    want_loss, want_masks = impl.real(addrop, "addrop_step")(net, batch, ALL, 0.5, 0.5, loss_sum)
+    want_loss.backward()
+
+    def real_step(layers):
+        net.train()
+        torch.manual_seed(0)
+        return impl.real(addrop, "addrop_step")(net, batch, layers, 0.5, 0.5, loss_sum)[1]
+    if isinstance(masks, list) and len(masks) == L:
+        order_said("the step (p = 0.5, q = 0.5, every layer)", masks, want_masks, ALL, real_step)
     for name, w in net.named_parameters():
         close(got[name], w.grad, f"the gradient of {name} from the step's loss, against the real step's (same seed)",
               atol=1e-12)
@@ -956,6 +1036,12 @@ def test_step_equals_the_real_step(options):
             results.append(step(net, batch, [0, 2], 0.5, 0.5, loss_sum, **options))
     (loss, masks), (want_loss, want_masks) = results
     true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
+
+    def real_step(layers):
+        net.train()
+        torch.manual_seed(0)
+        return impl.real(addrop, "addrop_step")(net, batch, layers, 0.5, 0.5, loss_sum, **options)[1]
+    order_said(said, masks, want_masks, [0, 2], real_step)
     for l in range(L):
         got, want = masks[l], want_masks[l]
         true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
@@ -988,6 +1074,13 @@ def test_compiled_step_equals_the_real_compiled_step(method):
             results.append(step(net, batch, [0, 2], 0.5, 0.1, loss_sum, method=method, compile="aot_eager"))
     (loss, masks), (want_loss, want_masks) = results
     true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
+
+    def real_step(layers):
+        net.train()
+        torch.manual_seed(0)
+        return impl.real(addrop, "addrop_step")(net, batch, layers, 0.5, 0.1, loss_sum, method=method,
+                                                compile="aot_eager")[1]
+    order_said(said, masks, want_masks, [0, 2], real_step)
     for l in range(L):
         got, want = masks[l], want_masks[l]
         true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "

@@ -38,6 +38,7 @@ WRONG = [
     (2, "dropped_A not passed on", ", dropped_A=dropped_A,", ","),
     (2, "IGNORE not kept in a token task's pseudo labels", "labels = pseudo_labels(logits, batch)",
      "labels = logits.argmax(-1)"),
+    (2, "the forward under no_grad", "    logits, attns = model(", "    with torch.no_grad():\n        logits, attns = model("),
     (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
     (3, "regression without the 1/2", "-0.5 * ((", "-(("),
     (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
@@ -50,6 +51,7 @@ WRONG = [
     (5, "a float for the integer index", "n * keep // 10**6", "(n.double() * (1 - p)).long()"),
     (5, "above the threshold, not at or above", "drop = scores >= thr", "drop = scores > thr"),
     (5, "q as the probability to keep", "bernoulli((B, H, T, T), q,", "bernoulli((B, H, T, T), 1 - q,"),
+    (5, "the generator ignored", "q, generator, scores.device)", "q, None, scores.device)"),
     (5, "coin flips from another stream", "bernoulli((B, H, T, T), q, generator, scores.device)",
      "(torch.rand((B, H, T, T), generator=generator, device=scores.device) < q)"),
     (6, "no guard", "drop.view(torch.uint8).mul_(1 - lost)", "drop"),
@@ -61,6 +63,7 @@ WRONG = [
     (9, "two draws, at p and at q", "bernoulli((B, H, T, T), p * q, generator, attention_mask.device)",
      "bernoulli((B, H, T, T), p, generator, attention_mask.device) & "
      "bernoulli((B, H, T, T), q, generator, attention_mask.device)"),
+    (9, "the generator ignored", "p * q, generator,", "p * q, None,"),
     (9, "one mask for every head", "attention_mask.device), attention_mask)",
      "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
     (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
@@ -72,6 +75,9 @@ WRONG = [
     (11, "an attribution by backward()", "masks = [None] *",
      'model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0].sum().backward(); '
      "masks = [None] *"),
+    (11, "the layers in reversed order", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
+     "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]).replace("for l in layers:",
+                                                                               "for l in reversed(layers):")),
     (11, "compile ignored", "mask = whole_graph(drop_mask, compile) if compile else drop_mask", "mask = drop_mask"),
     (11, "steps 1-3 by addrop_masks", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
      "    masks = addrop_masks(model, batch, layers, p, q, method=method, gold=gold, regression=regression, m=m,"
@@ -81,6 +87,13 @@ WRONG = [
 
 # what the failure of a wrong answer must say, beyond its exercise and lesson
 SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
+        (2, "the forward under no_grad"): "the maps your forward returned carry no autograd graph (requires_grad False",
+        (5, "the generator ignored"): "from the real one for the same generator, and equals the mask drawn from "
+                                      "torch's default stream",
+        (9, "the generator ignored"): "from the real one for the same generator, and equals the mask drawn from "
+                                      "torch's default stream",
+        (11, "the layers in reversed order"): "your masks are the real ones drawn in another order of the layers ([2, 1, "
+                                              "0], same seed); expected them drawn in the order `layers` lists them",
         (3, "a mean for the sum"): "is 1/4 of the change of example 0's own pseudo-label logit",
         (3, "regression without the 1/2"): "actual = 2 x expected: every entry 2 times what is expected",
         (4, "one backward per layer"): "for 3 layers the gradient flowed back through the logits 3 times; expected once",
@@ -92,6 +105,15 @@ SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as 
         (10, "a mean for the sum"): "the token attribution is 1/13 of -dL/dA_l",
         (11, "compile ignored"): "compile='aot_eager'",
         (11, "steps 1-3 by addrop_masks"): "expected the step composed of its pieces"}
+
+# what a later lesson says of a wrong answer that an earlier one stops under -x: the run of every lesson, in
+# exercise 6's terms where only exercise 6 is the student's
+SAYS_LATER = {(6, "no guard"): "lesson 7: drop_mask(p = 0.1, q = 1) on integer scores with ties, against Eq. 6-7 "
+              "taken literally, row by row, with the same coin flips: it drops 6 positions the recipe keeps and keeps 0 "
+              "that it drops, of 972; at q = 1 (every candidate dropped, no coin flip matters) it drops every real key "
+              "in 2 rows of real queries",
+              (6, "padding queries masked"): "it drops 42 positions in rows of padding queries or on padding keys; "
+              "expected none there"}
 
 
 def written(e, old=None, new=None):
@@ -143,6 +165,9 @@ def runs(tmp_path_factory):
             run(("wrong", n, mistake), make.BY_NUMBER[n], written(make.BY_NUMBER[n], old, new), "-x", "-q")
         except AssertionError as reason:
             failed["wrong", n, mistake] = str(reason)
+    for n, mistake, old, new in WRONG:
+        if (n, mistake) in SAYS_LATER:
+            run(("later", n, mistake), make.BY_NUMBER[n], written(make.BY_NUMBER[n], old, new), "-q")
     for e in make.EXERCISES:
         run(("written", e.number), e, written(e), "-q")
         run(("blank", e.number), e, shown(e), "-x", "-q")
@@ -306,6 +331,15 @@ def test_wrong_answers_fail_in_words(n, mistake, old, new, runs):
     assert code == 1 and re.search(rf"Exercise {n} \({make.BY_NUMBER[n].name}\){lesson}: ", out), out
     assert f"python exercises/hint.py {n}" in out and "tensor(" not in out and "Traceback" not in out, out
     assert SAYS.get((n, mistake), "") in out, out
+
+
+@pytest.mark.parametrize("n, mistake", SAYS_LATER, ids=[f"{n}-{mistake}" for n, mistake in SAYS_LATER])
+def test_later_lessons_name_the_symptom(n, mistake, runs):
+    """(g) A wrong answer run through every lesson of its command (the student's command has no -x): a later
+    lesson that fails too says what SAYS_LATER has for it, the symptom in its own exercise's terms, and never
+    blames a piece that is the real code there."""
+    code, out, _, _ = runs["later", n, mistake]
+    assert code == 1 and SAYS_LATER[n, mistake] in out and "your candidates differ too" not in out, out
 
 
 def test_usage_errors_say_what_to_do(runs):
