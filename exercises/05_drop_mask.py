@@ -14,11 +14,10 @@ Eq. 6 reads each row (example, head, query) over its real keys: n the example's 
 row's n real scores in ascending order, a key is a candidate when it scores at least b^[int(n (1 - p))].
 Eq. 7: each candidate is dropped with probability q. M also keeps exercise 6's rules.
 
-Conventions the lessons compare against: int(n (1 - p)) is the exact integer for every n, p given to
-6 decimals (at p = 0.9 and n = 10 it is 1, though 10 (1 - 0.9) is just below 1 in floating point);
-ties at the threshold are all candidates; and for the same seed M equals the recipe's, whose coin
-flips are one draw over the whole of M, True where a coin says drop, of model.py's bernoulli (which
-addrop.py imports):
+Conventions the lessons compare against: int(n (1 - p)) is the integer that exact arithmetic gives, for
+every n and every p given to 6 decimals; ties at the threshold are all candidates; and for the same seed
+M equals the recipe's, whose coin flips are one draw over the whole of M, True where a coin says drop,
+of model.py's bernoulli (which addrop.py imports):
 
   addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
 

@@ -486,6 +486,11 @@ def test_coin_flips_come_from_the_generator():
     def draw(fn, generator):
         torch.manual_seed(123)
         return fn(scores, attention_mask, 0.5, 0.5, generator=generator)
+    sure = addrop.drop_mask(scores, attention_mask, 0.5, 1.0, generator=torch.Generator().manual_seed(0))
+    want = impl.real(addrop, "drop_mask")(scores, attention_mask, 0.5, 1.0, generator=torch.Generator().manual_seed(0))
+    true(torch.equal(sure, want), f"at q = 1, where no coin flip decides, your mask differs from the real one in "
+         f"{int((sure != want).sum())} of {want.numel()} positions: the candidates or the edge rows differ (lessons 6-8 "
+         "and 9 check those); this lesson checks only where the coin flips come from")
     got = draw(addrop.drop_mask, torch.Generator().manual_seed(0))
     said = stream_said("drop_mask(p = 0.5, q = 0.5)", got, draw, impl.real(addrop, "drop_mask"))
     true(not said, said)
@@ -580,7 +585,7 @@ def test_regression_attributes_the_negative_loss():
 @pytest.mark.exercise(4, 6, 9)
 def test_attention_and_random_ablations():
     """Lesson 13. Table 2's ablations. AA scores each position by its attention probability itself,
-    so it needs no label and no layer above the highest selected one: those are not run. RD needs no scores: its candidate region is a random p-fraction of each row, dropped with
+    so it needs no label and no layer above the highest selected one: those are not run. RD needs no scores: each real key is a candidate with probability p, dropped with
     probability q, so each real key is dropped independently with probability p * q: the count
     is binomial, checked to 5 sigma; padding keys are never dropped."""
     net, batch = tiny_model(), padded_batch()
@@ -604,8 +609,10 @@ def test_attention_and_random_ablations():
     T = max(lengths)
     true(M.shape == (64, H, T, T) and M.dtype == torch.bool,
          f"random_mask gave a {M.dtype} mask of shape {tuple(M.shape)}; expected torch.bool, (B, H, T, T) = {(64, H, T, T)}")
-    real = big["attention_mask"].bool()[:, None, None, :].expand(64, H, T, T)
-    true(not M[~real].any(), f"random_mask dropped {int(M[~real].sum())} padding keys; expected none")
+    tokens = big["attention_mask"].bool()
+    real = (tokens[:, None, :, None] & tokens[:, None, None, :]).expand(64, H, T, T)  # (real query, real key) pairs
+    true(not M[~real].any(), f"random_mask dropped {int(M[~real].sum())} positions in the rows of padding queries or "
+         "on padding keys; expected none: only real (query, key) pairs are dropped")
     pairs = H * sum(k * k for k in lengths)  # real (query, key) pairs, each dropped with probability p q
     dropped = addrop.dropped_fraction([M], big["attention_mask"]).item() * pairs
     sigma5 = 5 * math.sqrt(pairs * p * q * (1 - p * q))
