@@ -936,6 +936,32 @@ def order_said(said, masks, want, layers, real_step):
                  f"same seed); expected them drawn in the order `layers` lists them, {list(layers)} (the contract)")
 
 
+def same_as_real_step(said, q, why, **options):
+    """Lessons 21 and 21b: the student's step and the real one, each from seed 0 on layers [0, 2] at p = 0.5:
+    the masks exactly (else whether they are the real ones in another layer order, or `why`), the loss to 1e-12."""
+    net, batch = tiny_model(), padded_batch()
+
+    def step_of(step, layers):
+        net.train()
+        torch.manual_seed(0)
+        with composed():
+            return step(net, batch, layers, 0.5, q, loss_sum, **options)
+    loss, masks = step_of(addrop.addrop_step, [0, 2])
+    want_loss, want_masks = step_of(impl.real(addrop, "addrop_step"), [0, 2])
+    true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
+    order_said(said, masks, want_masks, [0, 2], lambda layers: step_of(impl.real(addrop, "addrop_step"), layers)[1])
+    for l in range(L):
+        got, want = masks[l], want_masks[l]
+        true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
+             f"expected {'None' if want is None else 'a tensor'}")
+        if want is not None:
+            diff = int((got != want).sum())
+            true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
+                 f"positions (same seed); expected the same: {why}")
+    close(loss, want_loss, f"{said}: its loss, against the real step's (same seed; the masked forward, the labels "
+          "of the batch)", atol=1e-12)
+
+
 @pytest.mark.exercise(11)
 def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
     """Lesson 19. Algorithm 1's AD-DROP branch: the first pass (the attribution) runs in eval mode, unmasked;
@@ -1033,33 +1059,8 @@ def test_step_equals_the_real_step(options):
     train.py's flags hand on (--attribution, --labels gold, --drop-low, --ig-steps, --first-pass): the loss
     to 1e-12, the masks exactly. The loss is the masked forward's on the batch's labels, the gold ones: the
     pseudo labels are only what the attribution explains."""
-    net, batch = tiny_model(), padded_batch()
     said = f"the step with {', '.join(f'{k}={v!r}' for k, v in options.items()) or 'the default options'}"
-    results = []
-    for step in (addrop.addrop_step, impl.real(addrop, "addrop_step")):
-        net.train()
-        torch.manual_seed(0)
-        with composed():
-            results.append(step(net, batch, [0, 2], 0.5, 0.5, loss_sum, **options))
-    (loss, masks), (want_loss, want_masks) = results
-    true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
-
-    def real_step(layers):
-        net.train()
-        torch.manual_seed(0)
-        return impl.real(addrop, "addrop_step")(net, batch, layers, 0.5, 0.5, loss_sum, **options)[1]
-    order_said(said, masks, want_masks, [0, 2], real_step)
-    for l in range(L):
-        got, want = masks[l], want_masks[l]
-        true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
-             f"expected {'None' if want is None else 'a tensor'}")
-        if want is not None:
-            diff = int((got != want).sum())
-            true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
-                 "positions (same seed); expected the same: the real step's mask changes with this option as the contract "
-                 "says")
-    close(loss, want_loss, f"{said}: its loss, against the real step's (same seed; the masked forward, the labels "
-          "of the batch)", atol=1e-12)
+    same_as_real_step(said, 0.5, "the real step's mask changes with this option as the contract says", **options)
 
 
 @pytest.mark.exercise(11)
@@ -1071,30 +1072,6 @@ def test_compiled_step_equals_the_real_compiled_step(method):
     the same seed at q = 0.1 the masks differ from the eager ones, so a step that ignores compile is seen. With
     compile="aot_eager" (torch.compile's backend that needs no C compiler), the step's masks are the real
     step's exactly and its loss to 1e-12, with the attribution's masks and RD's."""
-    net, batch = tiny_model(), padded_batch()
-    said = f"the step with method={method!r}, q = 0.1, compile='aot_eager'"
-    results = []
-    for step in (addrop.addrop_step, impl.real(addrop, "addrop_step")):
-        net.train()
-        torch.manual_seed(0)
-        with composed():
-            results.append(step(net, batch, [0, 2], 0.5, 0.1, loss_sum, method=method, compile="aot_eager"))
-    (loss, masks), (want_loss, want_masks) = results
-    true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
-
-    def real_step(layers):
-        net.train()
-        torch.manual_seed(0)
-        return impl.real(addrop, "addrop_step")(net, batch, layers, 0.5, 0.1, loss_sum, method=method,
-                                                compile="aot_eager")[1]
-    order_said(said, masks, want_masks, [0, 2], real_step)
-    for l in range(L):
-        got, want = masks[l], want_masks[l]
-        true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
-             f"expected {'None' if want is None else 'a tensor'}")
-        if want is not None:
-            diff = int((got != want).sum())
-            true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
-                 "positions (same seed); expected the same. Under compile the real step's coin flips are those of a "
-                 "compiled graph, which differ from an eager CPU's for the same seed (the contract's compile)")
-    close(loss, want_loss, f"{said}: its loss, against the real step's (same seed)", atol=1e-12)
+    same_as_real_step(f"the step with method={method!r}, q = 0.1, compile='aot_eager'", 0.1,
+                      "under compile the real step's coin flips are those of a compiled graph, which differ from an "
+                      "eager CPU's for the same seed (the contract's compile)", method=method, compile="aot_eager")
