@@ -52,8 +52,8 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
     attribution, "ga", "iga", "aa" or "rd" (ATTRIBUTIONS); gold: attribute the gold labels
     instead of the pseudo labels (Table 2's ablation); regression: a one-output head (STS-B);
     m: integrated gradients' steps; low: drop the lowest scores instead (Section 2.2);
-    first_pass: see attribute; compile: None, or a torch.compile backend that builds each mask as
-    one compiled graph (whole_graph; train.py --compile)."""
+    first_pass: see attribute; compile: None, or a torch.compile backend that builds the masks as
+    compiled graphs (layer_masks, whole_graph; train.py --compile)."""
     masks = [None] * model.cfg.num_hidden_layers
     if method == "rd":
         rd = whole_graph(random_mask, compile) if compile else random_mask
@@ -62,9 +62,8 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
         return masks
     labels = batch["labels"] if gold else None
     scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)
-    mask = whole_graph(drop_mask, compile) if compile else drop_mask
-    for l in layers:
-        masks[l] = mask(scores[l], batch["attention_mask"], p, q, low=low)
+    for l, M in zip(layers, layer_masks(scores, layers, batch["attention_mask"], p, q, low, compile)):
+        masks[l] = M
     return masks
 
 
@@ -87,11 +86,28 @@ def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gol
     else:
         scores = attribute(model, batch, layers, method, batch["labels"] if gold else None, regression, m,
                            first_pass=first_pass)
-        mask = whole_graph(drop_mask, compile) if compile else drop_mask
-        for l in layers:
-            masks[l] = mask(scores[l], batch["attention_mask"], p, q, low=low)
+        for l, M in zip(layers, layer_masks(scores, layers, batch["attention_mask"], p, q, low, compile)):
+            masks[l] = M
     logits, _ = (forward or model)(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], masks)
     return loss(logits, batch["labels"]), masks
+
+def layer_masks(scores, layers, attention_mask, p, q, low=False, compile=None):
+    """Step 3 for every layer in `layers`: drop_mask(scores[l], ...) of each, a list in that order.
+    Eagerly, one call per layer. With compile (train.py --compile), all layers in ONE compiled graph
+    (_stacked_masks): on a GPU, a dozen layers' masks cost a few fused kernels instead of a dozen calls."""
+    if not compile:
+        return [drop_mask(scores[l], attention_mask, p, q, low=low) for l in layers]
+    return whole_graph(_stacked_masks, compile)([scores[l] for l in layers], attention_mask, p, q, low)
+
+
+def _stacked_masks(scores, attention_mask, p, q, low):
+    """drop_mask of L layers' scores (a list of (B, H, T, T)) as one batch of L B examples, each layer's
+    rows with their example's real length: one sort and one draw for all. Rows are independent, so each
+    layer's mask is the one drop_mask gives it alone, for the same coin flips (the flips come in the same
+    order from one stream on a CPU; a GPU's compiled stream is its own)."""
+    L = len(scores)
+    return drop_mask(torch.cat(scores), attention_mask.repeat(L, 1), p, q, low=low).chunk(L)
+
 
 @functools.cache
 def whole_graph(fn, backend):

@@ -211,12 +211,14 @@ def masks_only(b, scores, kind, compile=None):
     """What the floor counts as free: the masks of all layers from scores at hand (Eq. 6-7), or
     their selection alone (the kthvalue inside drop_mask), or RD's random masks; compile: through
     addrop.whole_graph with that backend, as train.py --compile builds them."""
+    if kind == "drop_mask":  # as train.py builds them: compiled, all layers in one graph
+        return addrop.layer_masks(scores, range(len(scores)), b["attention_mask"], P, Q, compile=compile)
     mask = addrop.whole_graph(addrop.drop_mask, compile) if compile else addrop.drop_mask
     rd = addrop.whole_graph(addrop.random_mask, compile) if compile else addrop.random_mask
     for S in scores:
         if kind == "select":
             S.kthvalue(S.size(-1) // 2, dim=-1)
-        elif kind == "drop_mask":
+        elif kind == "drop_mask/layer":  # compiled, one graph per layer (train.py --compile until 2026-11-26)
             mask(S, b["attention_mask"], P, Q)
         else:
             rd(b["attention_mask"], S.size(1), P, Q)
@@ -352,6 +354,7 @@ def build(args):
             steps[n + "+c"] = partial(our_step, net_c, opt_c, batch, attribution,
                                       spec and settings.parse_layers(spec, L), "inductor")
         steps["drop_mask+c"] = partial(masks_only, batch, scores, "drop_mask", "inductor")
+        steps["drop_mask/layer+c"] = partial(masks_only, batch, scores, "drop_mask/layer", "inductor")
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
@@ -501,8 +504,9 @@ def print_methods(rows, med, ratio, L, device):
           f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.1f} ms; "
           f"random_mask {med['random_mask']:.1f} ms ({ratio['random_mask']:.2f})")
     if "drop_mask+c" in med:
-        print(f"compiled (addrop.whole_graph): drop_mask {med['drop_mask+c']:.2f} ms, "
-              f"{med['drop_mask+c'] / med['plain+c']:.2f} of a compiled plain step")
+        print(f"compiled, all layers in one graph (addrop.layer_masks): drop_mask {med['drop_mask+c']:.2f} ms, "
+              f"{med['drop_mask+c'] / med['plain+c']:.2f} of a compiled plain step; one graph per layer "
+              f"{med['drop_mask/layer+c']:.2f} ms, {med['drop_mask/layer+c'] / med['plain+c']:.2f}")
 
 
 def print_hf(args, rows, hf, med, ratio, mib, times):
@@ -564,7 +568,7 @@ def benchmark(args):
     med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
-              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in MASKS},
+              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},
               "methods": rows, "hf": {}, "data": None}
     result["hf"] = print_hf(args, rows, hf, med, ratio, mib, times)
     result["data"] = print_data(args, weights, B, T, med)

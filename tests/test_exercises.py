@@ -68,7 +68,7 @@ WRONG = [
      "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
     (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
     (11, "the masks not given to the second forward", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], None)'),
-    (11, "the mirror strategy dropped", "p, q, low=low)", "p, q)"),
+    (11, "the mirror strategy dropped", "p, q, low, compile)", "p, q, False, compile)"),
     (11, "gold ignored", 'batch["labels"] if gold else None', "None"),
     (11, "the loss on the pseudo labels", 'loss(logits, batch["labels"])', "loss(logits, logits.argmax(-1))"),
     (11, "the model left in eval mode", "masks = [None] *", "model.eval(); masks = [None] *"),
@@ -77,8 +77,11 @@ WRONG = [
      "masks = [None] *"),
     (11, "the layers in reversed order", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
      "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]).replace("for l in layers:",
-                                                                               "for l in reversed(layers):")),
-    (11, "compile ignored", "mask = whole_graph(drop_mask, compile) if compile else drop_mask", "mask = drop_mask"),
+                                                                               "for l in reversed(layers):")
+     .replace("zip(layers, layer_masks(scores, layers,", "zip(layers[::-1], layer_masks(scores, layers[::-1],")),
+    (11, "compile ignored", "rd = whole_graph(random_mask, compile) if compile else random_mask",
+     "rd = random_mask"),
+    (11, "compile ignored, masks", 'batch["attention_mask"], p, q, low, compile)', 'batch["attention_mask"], p, q, low)'),
     (11, "steps 1-3 by addrop_masks", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
      "    masks = addrop_masks(model, batch, layers, p, q, method=method, gold=gold, regression=regression, m=m,"
      " low=low, first_pass=first_pass, compile=compile)"),
@@ -104,6 +107,7 @@ SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as 
         (9, "one mask for every head"): "the same mask as head 0",
         (10, "a mean for the sum"): "the token attribution is 1/13 of -dL/dA_l",
         (11, "compile ignored"): "compile='aot_eager'",
+        (11, "compile ignored, masks"): "compile='aot_eager'",
         (11, "steps 1-3 by addrop_masks"): "expected the step composed of its pieces"}
 
 # what a later lesson says of a wrong answer that an earlier one stops under -x: the run of every lesson, in
