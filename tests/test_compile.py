@@ -80,6 +80,28 @@ def test_masks_and_their_count_compile_as_one_graph(monkeypatch):
     assert frac.item() == pytest.approx(addrop.dropped_fraction(Ms, mask).item(), rel=1e-6)
 
 
+@pytest.mark.parametrize("low", [False, True])
+def test_all_layers_in_one_graph_give_each_layers_mask(monkeypatch, low):
+    """layer_masks under compile builds every layer's mask in one graph, the layers' scores joined as one batch;
+    each layer's mask is the one drop_mask gives it alone, drawn in the order the layers are listed (the coin
+    flips of a CPU come from one stream): the masks of per-layer sync-free calls for the same seed, to the bit,
+    for layers listed out of order too. Ties, padding, a one-token example in every layer."""
+    layers = [4, 0, 2]
+    scores = {l: scores_and_mask(10 + l)[0] for l in range(5)}
+    mask = scores_and_mask(0)[1]
+    torch.manual_seed(7)
+    joined = addrop.layer_masks(scores, layers, mask, 0.7, 0.3, low, compile="aot_eager")
+    with monkeypatch.context() as m:
+        sync_free_everywhere(m)
+        torch.manual_seed(7)
+        alone = [addrop.drop_mask(scores[l], mask, 0.7, 0.3, low=low) for l in layers]
+    assert [M.shape for M in joined] == [M.shape for M in alone]
+    for l, a, b in zip(layers, joined, alone):
+        assert torch.equal(a, b), l
+        assert a.any(), l
+    assert not torch.equal(joined[0], joined[1])  # the layers are not one mask repeated
+
+
 def tiny(seed=0, dropout=0.1, token_level=False):
     torch.manual_seed(seed)
     cfg = model.Config(vocab_size=100, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
