@@ -15,14 +15,14 @@ row's n real scores in ascending order, a key is a candidate when it scores at l
 Eq. 7: each candidate is dropped with probability q. M also keeps exercise 6's rules.
 
 Conventions the lessons compare against: int(n (1 - p)) is the integer that exact arithmetic gives, for
-every n and every p given to 6 decimals; ties at the threshold are all candidates; and for the same seed
-M equals the recipe's, whose coin flips are one draw over the whole of M, True where a coin says drop,
-of model.py's bernoulli (which addrop.py imports):
+every n and every p given to 6 decimals; ties at the threshold are all candidates.
 
-  addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
+Eq. 7's coin flips are yours to draw: one independent coin per position, from `generator` when one is
+given (generators seeded alike give the same mask, whatever torch's default stream holds).
 
-The lessons check Eq. 6-7 on rows worked by hand, p and q at 0 and at 1, the rate of drops, and the
-mask against the recipe's, row by row.
+The lessons check Eq. 6-7 on rows worked by hand, p and q at 0 and at 1, every row of a batch against
+Eq. 6 taken literally, the rate of drops, that no two positions share a coin, and where the coins come
+from.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

@@ -11,12 +11,10 @@ p, q             as in exercise 5
 generator        the random stream (None: torch's default)
 returns          M (B, H, T, T) bool, True where dropped, keeping exercise 6's rules
 
-For the same seed the lessons expect the real mask, whose only randomness is one draw over the whole
-of M of model.py's bernoulli (which addrop.py imports):
+The coins are yours to draw, as in exercise 5: independent, from `generator` when one is given.
 
-  addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
-
-They also check the rate of drops, that the heads differ, and the edge cases.
+The lessons check the rate of drops, that no example, head, query or key shares its coins with a
+neighbour, where the coins come from, and the edge cases.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:

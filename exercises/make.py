@@ -193,21 +193,23 @@ row's n real scores in ascending order, a key is a candidate when it scores at l
 Eq. 7: each candidate is dropped with probability q. M also keeps exercise 6's rules.
 
 Conventions the lessons compare against: int(n (1 - p)) is the integer that exact arithmetic gives, for
-every n and every p given to 6 decimals; ties at the threshold are all candidates; and for the same seed
-M equals the recipe's, whose coin flips are one draw over the whole of M, True where a coin says drop,
-of model.py's bernoulli (which addrop.py imports):
+every n and every p given to 6 decimals; ties at the threshold are all candidates.
 
-  addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
+Eq. 7's coin flips are yours to draw: one independent coin per position, from `generator` when one is
+given (generators seeded alike give the same mask, whatever torch's default stream holds).
 
-The lessons check Eq. 6-7 on rows worked by hand, p and q at 0 and at 1, the rate of drops, and the
-mask against the recipe's, row by row.""", (
+The lessons check Eq. 6-7 on rows worked by hand, p and q at 0 and at 1, every row of a batch against
+Eq. 6 taken literally, the rate of drops, that no two positions share a coin, and where the coins come
+from.""", (
         "Padding keys must never reach the threshold: give them a score that sorts last (+inf) before "
         "sorting each row. The threshold is one entry per row, its index the same for every row of an "
         "example; gather reads it, and an index of n (p = 0) means no candidate. Keep the index in integers: "
         "round(1 - p, 6) times 10**6, times n, floor-divided by 10**6. low: negate the scores.",
-        "The coin flips: bernoulli((B, H, T, T), q, generator, scores.device), True where a candidate is "
-        "dropped; a position is dropped where it is a candidate and its coin says so. The edge rows (padding, "
-        "a row with no real key left) are exercise 6's function, _real_rows: end with it.",
+        "The coin flips: a (B, H, T, T) field, True with probability q, from the generator: torch.rand(..., "
+        "generator=generator) < q, or model.py's bernoulli((B, H, T, T), q, generator, scores.device) (the real "
+        "code's: the fastest on a CPU, and the one whose masks give the README's numbers in the capstone). A "
+        "position is dropped where it is a candidate and its coin says so. The edge rows (padding, a row with no "
+        "real key left) are exercise 6's function, _real_rows: end with it.",
         "real = attention_mask.bool()[:, None, None, :]; n = attention_mask.sum(-1); scores = -scores if low\n"
         "keep = round((1 - p) * 10**6); if q == 0 or keep == 10**6: return all False\n"
         "idx = n * keep // 10**6                                   # int(n (1 - p)), (B,)\n"
@@ -215,7 +217,7 @@ mask against the recipe's, row by row.""", (
         "thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1)), "
         "+inf where idx == n\n"
         "drop = (scores >= thr) & bernoulli((B, H, T, T), q, generator, scores.device)\n"
-        "return _real_rows(drop, attention_mask)"), given=("bernoulli",)),
+        "return _real_rows(drop, attention_mask)")),
     Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row", """\
 What both masks (exercises 5 and 9) do last: keep their drops to where dropping is allowed and safe.
 
@@ -302,19 +304,17 @@ p, q             as in exercise 5
 generator        the random stream (None: torch's default)
 returns          M (B, H, T, T) bool, True where dropped, keeping exercise 6's rules
 
-For the same seed the lessons expect the real mask, whose only randomness is one draw over the whole
-of M of model.py's bernoulli (which addrop.py imports):
+The coins are yours to draw, as in exercise 5: independent, from `generator` when one is given.
 
-  addrop.bernoulli(shape, prob, generator, device) -> bool tensor of `shape`, each True with probability prob
-
-They also check the rate of drops, that the heads differ, and the edge cases.""", (
+The lessons check the rate of drops, that no example, head, query or key shares its coins with a
+neighbour, where the coins come from, and the edge cases.""", (
         "A position is dropped when it is a candidate (probability p) and its coin says drop (probability q), "
         "two independent events: what is the probability of both? One draw at that probability is the mask.",
-        "bernoulli((B, H, T, T), p * q, generator, attention_mask.device), then exercise 6's function, "
-        "_real_rows, for the edge cases.",
+        "One field of coins at that probability: bernoulli((B, H, T, T), p * q, generator, attention_mask.device) "
+        "(model.py's, as drop_mask's coins; the capstone's README numbers come from it), then exercise 6's "
+        "function, _real_rows, for the edge cases.",
         "B, T = attention_mask.size()\n"
-        "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)"),
-        given=("bernoulli",)),
+        "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)")),
     Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks", """\
 Appendix A, Eq. 2: the pseudo loss of a token task. With token i's pseudo label c~_i written as a
 one-hot vector y_i of the K classes,

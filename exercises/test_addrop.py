@@ -26,7 +26,6 @@ number, its equation, and the command that runs only its lessons; a wrong answer
 was measured and what was expected.
 """
 
-import functools
 import itertools
 import math
 from contextlib import contextmanager
@@ -328,29 +327,32 @@ def test_threshold_index_is_exact_on_long_rows():
          "key indices 63-74: n (1 - p) = 63 exactly")
 
 
-def paper_mask(scores, attention_mask, p, q):
-    """Eq. 6-7 taken literally, one row at a time: sort the row's real scores ascending (padding
-    pushed to the end), threshold at b^[int(n(1-p))], drop a candidate where u ~ Bernoulli(1-q) is 0.
-    Same three decisions as addrop: the int() is nudged by 1e-6 past float error, a row that
-    would lose every real key keeps them all, and padding queries' rows are left alone.
-    u is drawn as drop_mask draws it: one bernoulli((B, H, T, T), q)."""
+def paper_candidates(scores, attention_mask, p):
+    """Eq. 6 taken literally, one row at a time: sort the row's real scores ascending (padding pushed to the
+    end), and every real key at or above b^[int(n(1-p))] is a candidate (the int() nudged by 1e-6 past float
+    error). (B, H, T, T) bool; rows of padding queries have none. No coin and no guard: those come after."""
     B, H, T, _ = scores.size()
-    u = ~addrop.bernoulli((B, H, T, T), q)  # True: kept by the Bernoulli(1 - q) draw
-    M = torch.zeros(B, H, T, T, dtype=torch.bool)
+    C = torch.zeros(B, H, T, T, dtype=torch.bool)
     for b in range(B):
         real = attention_mask[b].bool()
         n = int(real.sum())
         idx = int(n * (1 - p) + 1e-6)
+        if idx == n:
+            continue
         for h in range(H):
             for i in torch.nonzero(real).flatten().tolist():  # the real queries
                 b_hat = torch.sort(scores[b, h, i].masked_fill(~real, INF)).values  # ascending
-                # Eq. 6 sets s = 1 BELOW b^[idx]; Eq. 7 drops where s + u = 0: at or above it, and u = 0
-                above = (scores[b, h, i] >= b_hat[idx]) & real if idx < n else torch.zeros(T, dtype=torch.bool)
-                drop = above & ~u[b, h, i]
-                if drop[real].all():
-                    drop[:] = False
-                M[b, h, i] = drop
-    return M
+                C[b, h, i] = (scores[b, h, i] >= b_hat[idx]) & real  # Eq. 6 sets s = 1 BELOW b^[idx]
+    return C
+
+
+def paper_mask(scores, attention_mask, p, q):
+    """Eq. 6-7 literally at q = 0 (nothing dropped) or q = 1 (every candidate dropped), where no coin decides,
+    with addrop's guard: a real query's row that would lose every real key keeps them all."""
+    assert q in (0, 1)
+    M = paper_candidates(scores, attention_mask, p) if q == 1 else torch.zeros(scores.shape, dtype=torch.bool)
+    lost = (M | ~attention_mask.bool()[:, None, None, :]).all(-1, keepdim=True)  # (B, H, T, 1)
+    return M & ~lost
 
 
 @pytest.mark.exercise(5, 6)
@@ -358,49 +360,38 @@ def paper_mask(scores, attention_mask, p, q):
 @pytest.mark.parametrize("q", [0, 0.1, 0.5, 1])
 @pytest.mark.parametrize("p", [0, 0.1, 0.3, 0.5, 0.7, 0.9, 1])
 def test_fast_selection_equals_the_paper_recipe(p, q, ties):
-    """Lesson 7. drop_mask finds the threshold with one selection (kthvalue) for the whole batch and
-    never loops over rows; it must give the literal recipe's mask exactly, with the same random
-    draws. Scores are continuous, or integers 0..3 so that ties at the threshold are common. Where
-    the masks differ, the candidates are compared alone, at q = 1 (every candidate dropped, no coin
-    flip matters): equal candidates leave the coin flips as the difference."""
+    """Lesson 7. drop_mask must give Eq. 6-7 taken literally, row by row, on every row of a batch: exactly
+    where no coin decides (q = 0: nothing dropped; q = 1: every candidate dropped, the guard's rows whole),
+    and at 0 < q < 1 only candidates, no real query left without a real key, no padding touched (lessons 8
+    and 8b check the coins themselves). Scores are continuous, or integers 0..3 so that ties at the
+    threshold are common."""
     torch.manual_seed(0)
     scores = torch.randint(0, 4, (4, 3, 9, 9)).double() if ties else torch.randn(4, 3, 9, 9, dtype=torch.float64)
     attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
     torch.manual_seed(1)
     fast = addrop.drop_mask(scores, attention_mask, p, q)
-    torch.manual_seed(1)
-    paper = paper_mask(scores, attention_mask, p, q)
     said = f"drop_mask(p = {p}, q = {q}) on {'integer scores with ties' if ties else 'continuous scores'}"
-    true(fast.shape == paper.shape and fast.dtype == torch.bool,
-         f"{said}: a {fast.dtype} mask of shape {tuple(fast.shape)}; expected torch.bool, {tuple(paper.shape)}")
-    extra, missing = int((fast & ~paper).sum()), int((paper & ~fast).sum())
-    if extra == missing == 0:
-        return
-    differs = (f"{said}, against Eq. 6-7 taken literally, row by row, with the same coin flips: it drops {extra} "
-               f"positions the recipe keeps and keeps {missing} that it drops, of {paper.numel()}")
-    # q = 1 drops every candidate: no coin flip matters, so the candidates alone are compared
-    torch.manual_seed(1)
-    fast_1 = addrop.drop_mask(scores, attention_mask, p, 1)
-    torch.manual_seed(1)
-    paper_1 = paper_mask(scores, attention_mask, p, 1)
-    extra_1, missing_1 = int((fast_1 & ~paper_1).sum()), int((paper_1 & ~fast_1).sum())
-    true(extra_1 or missing_1, f"{differs}; your candidates (q = 1) equal the recipe's; your coin flips differ from "
-         "the recipe's, which are one Bernoulli(q) draw over the whole (B, H, T, T) from `generator`, True = dropped "
-         "(the contract's convention)")
+    true(fast.shape == scores.shape and fast.dtype == torch.bool,
+         f"{said}: a {fast.dtype} mask of shape {tuple(fast.shape)}; expected torch.bool, {tuple(scores.shape)}")
     real = attention_mask.bool()
     pairs = real[:, None, :, None] & real[:, None, None, :]  # (B, 1, T, T) real (query, key) pairs
-    outside = int((fast_1 & ~pairs).sum())
-    true(not outside, f"{differs}; at q = 1 (every candidate dropped, no coin flip matters) it drops {outside} "
-         "positions in rows of padding queries or on padding keys; expected none there: the recipe drops real "
-         "(query, key) pairs only")
-    lost = int(((fast_1 | ~real[:, None, None, :]).all(-1) & real[:, None, :]).sum())  # real queries left no key
-    true(not lost, f"{differs}; at q = 1 (every candidate dropped, no coin flip matters) it drops every real key in "
-         f"{lost} rows of real queries (each -inf throughout: NaN after the softmax); expected those rows whole, as "
-         "the recipe keeps a row whose every real key would be dropped")
-    true(False, f"{differs}; your candidates differ too: at q = 1 (every candidate dropped, no coin flip matters) it "
-         f"drops {extra_1} positions the recipe keeps and keeps {missing_1} that it drops; expected the same mask. "
-         "The convention: True = dropped; a candidate is dropped with probability q (the coin flip that is True "
-         "with probability q drops it), kept with probability 1 - q")
+    outside = int((fast & ~pairs).sum())
+    true(not outside, f"{said}: it drops {outside} positions in rows of padding queries or on padding keys; expected "
+         "none there: only real (query, key) pairs are dropped")
+    lost = int(((fast | ~real[:, None, None, :]).all(-1) & real[:, None, :]).sum())  # real queries left no key
+    true(not lost, f"{said}: it drops every real key in {lost} rows of real queries (each -inf throughout: NaN after "
+         "the softmax); expected such rows whole: a row that would lose every real key keeps them all")
+    if q in (0, 1):
+        paper = paper_mask(scores, attention_mask, p, q)
+        extra, missing = int((fast & ~paper).sum()), int((paper & ~fast).sum())
+        true(extra == missing == 0, f"{said}, against Eq. 6-7 taken literally, row by row (at q = {q} no coin "
+             f"decides): it drops {extra} positions the recipe keeps and keeps {missing} that it drops, of "
+             f"{paper.numel()}; expected the same mask. " + ("At q = 0 nothing is dropped" if q == 0 else
+             "At q = 1 every candidate is dropped: the real keys at or above b^[int(n (1 - p))] (True = dropped)"))
+        return
+    stray = int((fast & ~paper_candidates(scores, attention_mask, p)).sum())
+    true(not stray, f"{said}: it drops {stray} positions that are not candidates of Eq. 6 (real keys at or above "
+         "b^[int(n (1 - p))]); expected drops among the candidates only")
 
 
 @pytest.mark.parametrize("prob", [0.02, 0.2, 0.6])
@@ -456,44 +447,75 @@ def test_dropped_fraction_matches_expectation(p, q):
           "dropped_fraction, against the dropped real pairs counted over all real pairs", atol=1e-6)
 
 
-def stream_said(what, got, draw, real):
-    """The symptom of a mask drawn with generator=torch.Generator().manual_seed(0) while torch's default stream
-    is seeded 123: '' where it is the real function's for that generator, else how it differs, and whether it
-    is the real mask of the default stream instead. draw(fn, generator) seeds the default stream, calls fn."""
-    want = draw(real, torch.Generator().manual_seed(0))
-    true(got.shape == want.shape and got.dtype == torch.bool, f"{what} gave a {got.dtype} mask of shape "
-         f"{tuple(got.shape)}; expected torch.bool, {tuple(want.shape)}")
-    diff = int((got != want).sum())
-    if diff == 0:
-        return ""
-    default = draw(real, None)
-    seen = ("and equals the mask drawn from torch's default stream" if torch.equal(got, default) else
-            "and differs from the mask drawn from torch's default stream too")
-    return (f"{what} with generator=torch.Generator().manual_seed(0), torch's default stream seeded 123 apart: your "
-            f"mask differs in {diff} of {want.numel()} positions from the real one for the same generator, {seen}: "
-            "the coin flips must come from `generator` (the contract)")
+AXES = ("example", "head", "query", "key")
+
+
+def fair_coins(said, M, where, rate):
+    """The drops of M (B, H, T, T) at the positions `where` (bool, broadcastable) must look like independent coins,
+    each True with probability `rate`: the share of those positions dropped, and along each axis the share of
+    neighbouring pairs (both in `where`) dropped together, rate^2 for independent coins and rate for one coin
+    shared along that axis; each within 6 sigma of its law."""
+    where = where.expand_as(M)
+    n = int(where.sum())
+    share, sigma = (M & where).sum().item() / n, math.sqrt(rate * (1 - rate) / n)
+    true(abs(share - rate) <= 6 * sigma, f"{said}: dropped {share:.3f} of the {n} positions where each is dropped "
+         f"with probability {rate:g}; expected {rate:g} +- {6 * sigma:.3f} (6 sigma)")
+    for axis, name in enumerate(AXES):
+        a, b = (x.narrow(axis, 0, M.size(axis) - 1) for x in (M, where)), \
+               (x.narrow(axis, 1, M.size(axis) - 1) for x in (M, where))
+        (Ma, wa), (Mb, wb) = a, b
+        both = wa & wb
+        k = int(both.sum())
+        together, sigma = (Ma & Mb & both).sum().item() / k, math.sqrt(rate**2 * (1 - rate**2) / k)
+        true(abs(together - rate**2) <= 6 * sigma, f"{said}: of {k} pairs of positions next to each other along the "
+             f"{name} axis, {together:.3f} were dropped together; expected {rate**2:.3f} +- {6 * sigma:.3f} (6 sigma) "
+             f"for independent coins (one coin shared along the {name}s would give {rate:g})")
+
+
+def from_the_generator(said, draw):
+    """draw(generator) -> a mask; torch's default stream is seeded otherwise before each call. Generators seeded
+    alike must give the same mask, whatever the default stream holds; seeded otherwise, another mask; and
+    generator=None draws from torch's default stream, so that seeding it repeats the mask."""
+    def with_default(seed, generator):
+        torch.manual_seed(seed)
+        return draw(generator)
+    one = with_default(123, torch.Generator().manual_seed(0))
+    two = with_default(456, torch.Generator().manual_seed(0))
+    diff = int((one != two).sum())
+    true(diff == 0, f"{said}: two calls with generator=torch.Generator().manual_seed(0), torch's default stream seeded "
+         f"123 and then 456, gave masks that differ in {diff} of {one.numel()} positions; expected the same mask: "
+         "the coin flips come from `generator` (the contract)")
+    other = with_default(123, torch.Generator().manual_seed(1))
+    true(not torch.equal(one, other), f"{said}: generators seeded 0 and 1 gave the same mask; expected other coin "
+         "flips from another generator")
+    true(torch.equal(with_default(7, None), with_default(7, None)), f"{said}: with generator=None, two calls after "
+         "torch.manual_seed(7) gave different masks; expected the same: without a generator the coins come from "
+         "torch's default stream")
 
 
 @pytest.mark.exercise(5)
-def test_coin_flips_come_from_the_generator():
-    """Lesson 8b. Eq. 7's coin flips come from `generator` when one is given: a caller that wants masks that
-    repeat apart from torch's default stream passes its own. With the default stream seeded otherwise (123),
-    the mask for a generator seeded 0 is the real one for that generator, exactly."""
+def test_coin_flips_are_independent_and_from_the_generator():
+    """Lesson 8b. Eq. 7's u is a field of independent coin flips, one per position: with every row of a batch
+    carrying the same scores, the candidates are the same in every example, head and query, so a coin shared
+    along any axis (one per row, one per head...) shows as neighbours dropped together too often. And the coins
+    come from `generator` when one is given: a caller that wants masks that repeat apart from torch's default
+    stream passes its own. How the coins are drawn is the student's: torch.rand, torch.bernoulli, or
+    addrop.bernoulli (the real code's, the fastest on a CPU) all pass."""
+    T, p, q = 12, 0.5, 0.5
+    row = torch.randperm(T, generator=torch.Generator().manual_seed(0)).double()  # distinct scores
+    scores = row.expand(16, 4, T, T)
+    attention_mask = torch.ones(16, T, dtype=torch.long)
+    cand = row >= T // 2  # n = 12, int(12 (1 - 0.5)) = 6: the keys scoring 6 to 11
     torch.manual_seed(0)
-    scores = torch.randn(4, 3, 9, 9, dtype=torch.float64)
-    attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
-
-    def draw(fn, generator):
-        torch.manual_seed(123)
-        return fn(scores, attention_mask, 0.5, 0.5, generator=generator)
-    sure = addrop.drop_mask(scores, attention_mask, 0.5, 1.0, generator=torch.Generator().manual_seed(0))
-    want = impl.real(addrop, "drop_mask")(scores, attention_mask, 0.5, 1.0, generator=torch.Generator().manual_seed(0))
-    true(torch.equal(sure, want), f"at q = 1, where no coin flip decides, your mask differs from the real one in "
-         f"{int((sure != want).sum())} of {want.numel()} positions: the candidates or the edge rows differ (lessons 6-8 "
-         "and 9 check those); this lesson checks only where the coin flips come from")
-    got = draw(addrop.drop_mask, torch.Generator().manual_seed(0))
-    said = stream_said("drop_mask(p = 0.5, q = 0.5)", got, draw, impl.real(addrop, "drop_mask"))
-    true(not said, said)
+    M = addrop.drop_mask(scores, attention_mask, p, q)
+    said = f"drop_mask(p = {p}, q = {q}) on 16 x 4 x 12 rows of the same 12 distinct scores"
+    true(M.shape == scores.shape and M.dtype == torch.bool,
+         f"{said}: a {M.dtype} mask of shape {tuple(M.shape)}; expected torch.bool, {tuple(scores.shape)}")
+    stray = int((M & ~cand).sum())
+    true(not stray, f"{said}: dropped {stray} positions that are not candidates; expected drops among the 6 top keys only")
+    fair_coins(said, M, cand, q)
+    from_the_generator(f"drop_mask(p = {p}, q = {q})",
+                       lambda g: addrop.drop_mask(scores, attention_mask, p, q, generator=g))
 
 
 @pytest.mark.exercise(5, 6)
@@ -628,45 +650,21 @@ def test_attention_and_random_ablations():
 
 
 @pytest.mark.exercise(9)
-def test_random_mask_is_one_draw_at_pq():
-    """Lesson 13b. RD draws ONE field of coin flips over the whole (B, H, T, T) mask, as drop_mask draws its own
-    (model.bernoulli), and keeps to the real pairs with the guard (_real_rows). A candidate at p and then a coin
-    at q, two draws, drop at the same rate, but from another random stream: for the same seed the masks differ,
-    and a training run with them is not the real one's. Checked against that one draw for the same seed of
-    torch's default stream, the masks exactly; then with a generator given, whose coin flips must come from it:
-    the mask for a generator seeded 0 is the real one for that generator, the default stream seeded apart (123)."""
-    attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
-    B, T, H = 4, 9, 3
-    real_rows = impl.real(addrop, "_real_rows")
-    for p, q in [(0.5, 0.5), (0.3, 0.8)]:
-        def real(attention_mask, H, p, q, generator=None):  # the real random_mask, with the real guard
-            return real_rows(model.bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)
-
-        def two_draws(attention_mask, H, p, q, generator=None):  # a candidate at p, then a coin at q
-            return real_rows(model.bernoulli((B, H, T, T), p, generator, attention_mask.device) &
-                             model.bernoulli((B, H, T, T), q, generator, attention_mask.device), attention_mask)
-
-        def seeded(fn, generator, seed=3):  # the default stream seeded `seed`, then fn with the generator
-            torch.manual_seed(seed)
-            return fn(attention_mask, H, p, q, generator=generator)
-        got, want = seeded(addrop.random_mask, None), seeded(real, None)
-        true(got.shape == want.shape and got.dtype == torch.bool, f"random_mask gave a {got.dtype} mask of "
-             f"shape {tuple(got.shape)}; expected torch.bool, (B, H, T, T) = {tuple(want.shape)}")
-        diff = int((got != want).sum())
-        if diff:
-            pairs = (attention_mask[:, None, :, None] * attention_mask[:, None, None, :]).bool().expand_as(want)
-            rate = (got & pairs).sum().item() / pairs.sum().item()
-            seen = ("it equals, position for position, the mask of two draws for that seed, Bernoulli(p) and then "
-                    "Bernoulli(q): the same rate from other random numbers" if torch.equal(got, seeded(two_draws, None))
-                    else f"it drops {rate:.0%} of the real pairs, against {p * q:.0%} expected, the rate at which the "
-                    f"paper's RD drops them at p = {p}, q = {q}")
-            true(False, f"random_mask(p = {p}, q = {q}), torch's default stream seeded 3: its mask differs in {diff} "
-                 f"of {want.numel()} positions from the real mask for the same seed, whose coin flips are one draw "
-                 f"over the whole (B, H, T, T), drawn as drop_mask draws its own; {seen}")
-        apart = functools.partial(seeded, seed=123)
-        got = apart(addrop.random_mask, torch.Generator().manual_seed(0))
-        said = stream_said(f"random_mask(p = {p}, q = {q})", got, apart, real)
-        true(not said, said)
+def test_random_mask_coins_are_independent_and_from_the_generator():
+    """Lesson 13b. RD drops each real (query, key) pair independently, with probability p q: no example, head,
+    query or key shares its coins with a neighbour (neighbours dropped together at (p q)^2, not p q). The coins
+    come from `generator` when one is given, as drop_mask's do. One draw at p q, or a candidate at p and a coin
+    at q, both pass: each real pair is dropped with probability p q either way."""
+    attention_mask = torch.ones(16, 12, dtype=torch.long)
+    for p, q in [(0.5, 0.5), (0.6, 0.5)]:
+        said = f"random_mask(p = {p}, q = {q}) on 16 examples of 12 real tokens, 4 heads"
+        torch.manual_seed(0)
+        M = addrop.random_mask(attention_mask, 4, p, q)
+        true(M.shape == (16, 4, 12, 12) and M.dtype == torch.bool, f"{said}: a {M.dtype} mask of shape "
+             f"{tuple(M.shape)}; expected torch.bool, (B, H, T, T) = (16, 4, 12, 12)")
+        fair_coins(said, M, torch.ones(1, 1, 1, 1, dtype=torch.bool), p * q)
+        from_the_generator(f"random_mask(p = {p}, q = {q})",
+                           lambda g: addrop.random_mask(attention_mask, 4, p, q, generator=g))
 
 
 def test_parse_layers():
