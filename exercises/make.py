@@ -86,16 +86,20 @@ attribution is wanted: those given, or the pseudo labels of Eq. 4,
 model      a Model: model(input_ids, attention_mask, token_type_ids, dropped_A=..., probes=...)
            -> (logits, [A_l (B, H, T, T)] * L), logits (B, K), or (B, T, K) for a token task
 batch      a dict of (B, T) tensors: input_ids, attention_mask, token_type_ids, labels
-labels     (B,), or (B, T) for a token task; None: the pseudo labels
-dropped_A, probes   the model's keywords of those names, chosen by the caller (exercise 4): this
-           forward honours them
+labels     (B,), or (B, T) for a token task; None: the pseudo labels (a regression head, which has
+           no class, is always given its gold scores)
+dropped_A, probes   the model's keywords of those names, chosen by the caller, which this forward
+           honours: dropped_A=True hands out each A_l after attention dropout; probes, None or a zero
+           (B, H, T, T) per layer that the model adds to A_l, so that a caller may differentiate with
+           respect to it instead of A_l (torch.compile's way; exercise 4 need not)
 returns    (logits, labels, attns): this forward's logits and maps, and the labels to attribute
 
 Where a token task does not score a token (batch["labels"] is IGNORE there: word continuations,
 special tokens, padding), the token has no pseudo label either: IGNORE.
 
 The lessons check that a label given is the label attributed, that with none the attribution is that
-of the model's own prediction, and the rule for tokens.""", (
+of the model's own prediction, that the model is handed dropped_A and probes, and the rule for
+tokens.""", (
         "One forward of the model with no mask; what it returns, plus the labels, is what you return.",
         "Only when labels is None are they computed, from the logits you already have (Eq. 4). addrop.py "
         "has that as a function of its own, tokens and IGNORE included.",

@@ -101,5 +101,30 @@ def pytest_runtest_makereport(item, call):
             raise pytest.fail.Exception(f"{who}: {words}{hint}" if who else words, pytrace=False) from None
         except pytest.fail.Exception:
             call.excinfo = pytest.ExceptionInfo.from_current()
+    elif impls and e is not None and e.errisinstance(Exception):
+        who, n = _exercise(item)
+        hint = f"\n  stuck? python exercises/hint.py {n} (one hint a call)" if n else ""
+        try:
+            raise pytest.fail.Exception(f"{who or 'A lesson'}: {_crash(e, impls)}{hint}", pytrace=False) from None
+        except pytest.fail.Exception:
+            call.excinfo = pytest.ExceptionInfo.from_current()
     if (yield).get_result().failed and impls:
         item.config.failed_lessons.add(getattr(item, "originalname", item.name))
+
+
+def _crash(e, impls):
+    """A lesson stopped by an error under --impl: the error, and the lines of the student's files it came
+    through. The real code's lines and the lesson's are left out: a traceback through them would print
+    answers (the real bodies) to a student still writing them."""
+    roots = [Path(p).resolve() for p in impls]
+
+    def mine(path):
+        return any(path == r or r in path.parents for r in roots)
+    first = str(e.value).strip().splitlines()[0] if str(e.value).strip() else ""
+    lines = [f"\n    {entry.path}:{entry.lineno + 1}, in {entry.name}: {str(entry.statement).strip()}"
+             for entry in e.traceback if mine(Path(entry.path).resolve())]
+    last = e.traceback[-1]
+    inside = "" if mine(Path(last.path).resolve()) else \
+        f"\n    (raised inside {Path(last.path).name}'s {last.name}, on what your code gave it)"
+    return (f"it stopped on {e.typename}: {first}; your code's lines on the way:" + "".join(lines) + inside
+            if lines else f"it stopped on {e.typename}: {first}" + inside)

@@ -111,12 +111,22 @@ def test_gradient_is_a_finite_difference():
     `scale`, which multiplies A elementwise: scale = 1 + eps/A at (b, h, i, j) and 1 elsewhere turns
     A into A + eps there (A > 0 on real keys). Central differences, eps = 1e-6: error ~1e-8 relative."""
     net, batch = tiny_model(), padded_batch()
-    logits, _, attns = addrop._unmasked_pass(net, batch, None)
+    logits, labels, attns = addrop._unmasked_pass(net, batch, None)
+    B = len(LENGTHS)
+    true(tuple(labels.shape) == (B,) and not labels.is_floating_point(), f"_unmasked_pass(labels=None) on a batch of "
+         f"{B} returned pseudo labels of shape {tuple(labels.shape)} ({labels.dtype}); expected one class index per "
+         f"example, ({B},), integers")
     graphless = [l for l, A in enumerate(attns) if not A.requires_grad]
     false = [f"the maps of layers {graphless}"] * bool(graphless) + ["the logits"] * (not logits.requires_grad)
     true(not false, "the maps your forward returned carry no autograd graph (requires_grad False: "
          f"{', '.join(false)}), so no attribution can be taken from them; expected the first pass's maps and logits in the autograd graph "
          "of the model's parameters")
+    probes = [torch.zeros_like(A, requires_grad=True) for A in attns]  # the model's `probes` keyword: added to A_l
+    logits = addrop._unmasked_pass(net, batch, None, probes=probes)[0]
+    unused = [l for l, g in enumerate(torch.autograd.grad(logits.sum(), probes, allow_unused=True)) if g is None]
+    true(not unused, f"_unmasked_pass(..., probes=P) returned logits that do not depend on the probes of layers "
+         f"{unused}: the model was not given them; expected this forward to honour `probes` (and `dropped_A`) as "
+         "the caller chose them (the contract): exercise 4's attribution differentiates with respect to them")
     B_all = addrop.attribute(net, batch, ALL, "ga")
     with torch.no_grad():  # a caller's no_grad (an evaluation loop, say) must not stop attribute's backward
         try:
@@ -937,13 +947,15 @@ def order_said(said, masks, want, layers, real_step):
 def same_as_real_step(said, q, why, **options):
     """Lessons 21 and 21b: the student's step and the real one, each from seed 0 on layers [0, 2] at p = 0.5:
     the masks exactly (else whether they are the real ones in another layer order, or `why`), the loss to 1e-12."""
-    net, batch = tiny_model(), padded_batch()
+    regression = options.get("regression", False)  # a one-output head, gold scores, the squared error
+    net, batch = tiny_model(1 if regression else 3), padded_batch(regression=regression)
+    loss_fn = (lambda y_hat, y: ((y_hat.squeeze(-1) - y) ** 2).sum()) if regression else loss_sum
 
     def step_of(step, layers):
         net.train()
         torch.manual_seed(0)
         with composed():
-            return step(net, batch, layers, 0.5, q, loss_sum, **options)
+            return step(net, batch, layers, 0.5, q, loss_fn, **options)
     loss, masks = step_of(addrop.addrop_step, [0, 2])
     want_loss, want_masks = step_of(impl.real(addrop, "addrop_step"), [0, 2])
     true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
@@ -1050,11 +1062,12 @@ def test_step_leaves_no_gradient_from_the_attribution():
 
 @pytest.mark.exercise(11)
 @pytest.mark.parametrize("options", [{}, {"gold": True}, {"low": True}, {"method": "aa"}, {"method": "rd"},
-                                     {"method": "iga", "m": 3}, {"first_pass": "train"}],
+                                     {"method": "iga", "m": 3}, {"first_pass": "train"}, {"regression": True}],
                          ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
 def test_step_equals_the_real_step(options):
     """Lesson 21. For the same seed, the step's loss and masks are the real step's, with each option that
-    train.py's flags hand on (--attribution, --labels gold, --drop-low, --ig-steps, --first-pass): the loss
+    train.py's flags hand on (--attribution, --labels gold, --drop-low, --ig-steps, --first-pass, and a
+    regression task's head, STS-B's): the loss
     to 1e-12, the masks exactly. The loss is the masked forward's on the batch's labels, the gold ones: the
     pseudo labels are only what the attribution explains."""
     said = f"the step with {', '.join(f'{k}={v!r}' for k, v in options.items()) or 'the default options'}"

@@ -36,8 +36,10 @@ WRONG = [
     (1, "the softmax over the queries", "+ bias, dim=-1), v", "+ bias, dim=-2), v"),
     (2, "the labels given ignored", "if labels is None:", "if True:"),
     (2, "dropped_A not passed on", ", dropped_A=dropped_A,", ","),
+    (2, "probes not passed on", "dropped_A=dropped_A,\n                          probes=probes)", "dropped_A=dropped_A)"),
     (2, "IGNORE not kept in a token task's pseudo labels", "labels = pseudo_labels(logits, batch)",
      "labels = logits.argmax(-1)"),
+    (2, "the pseudo labels over the batch", "labels = pseudo_labels(logits, batch)", "labels = logits.argmax(0)"),
     (2, "the forward under no_grad", "    logits, attns = model(", "    with torch.no_grad():\n        logits, attns = model("),
     (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
     (3, "regression without the 1/2", "-0.5 * ((", "-(("),
@@ -69,6 +71,10 @@ WRONG = [
     (11, "the masks not given to the second forward", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], None)'),
     (11, "the mirror strategy dropped", "p, q, low, compile)", "p, q, False, compile)"),
     (11, "gold ignored", 'batch["labels"] if gold else None', "None"),
+    (11, "masks for the selected layers only", "masks = [None] * model.cfg.num_hidden_layers",
+     "masks = [None] * len(layers)"),
+    (11, "regression not handed on", 'batch["labels"] if gold else None, regression, m,',
+     'batch["labels"] if gold else None, False, m,'),
     (11, "the loss on the pseudo labels", 'loss(logits, batch["labels"])', "loss(logits, logits.argmax(-1))"),
     (11, "the model left in eval mode", "masks = [None] *", "model.eval(); masks = [None] *"),
     (11, "an attribution by backward()", "masks = [None] *",
@@ -89,6 +95,10 @@ WRONG = [
 
 # what the failure of a wrong answer must say, beyond its exercise and lesson
 SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
+        (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
+        (11, "masks for the selected layers only"): "it stopped on IndexError: list assignment index out of range; "
+                                                    "your code's lines on the way:",
+        (2, "probes not passed on"): "returned logits that do not depend on the probes of layers [0, 1, 2]",
         (2, "the forward under no_grad"): "the maps your forward returned carry no autograd graph (requires_grad False",
         (5, "the generator ignored"): "torch's default stream seeded 123 and then 456, gave masks that differ",
         (9, "the generator ignored"): "torch's default stream seeded 123 and then 456, gave masks that differ",
@@ -104,6 +114,7 @@ SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as 
         (9, "one mask for every head"): "the same mask as head 0",
         (10, "a mean for the sum"): "the token attribution is 1/13 of -dL/dA_l",
         (11, "compile ignored"): "compile='aot_eager'",
+        (11, "regression not handed on"): "the step with regression=True: layer 0's mask differs",
         (11, "compile ignored, masks"): "compile='aot_eager'",
         (11, "steps 1-3 by addrop_masks"): "expected the step composed of its pieces"}
 # (exercise, the answer, text of the real body, what the student wrote instead): other answers that are right,

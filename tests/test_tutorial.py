@@ -148,3 +148,12 @@ def test_predictions_are_checked_by_a_cell():
     assert len(predicted) >= 4, f"{len(predicted)} prediction questions"
     numbers = [int(n) for c in CELLS if c["cell_type"] == "markdown" for n in re.findall(r"\*\*Question (\d+)\.\*\*", text(c))]
     assert numbers == list(range(1, len(numbers) + 1)), numbers
+
+
+def test_links_lead_to_files_of_the_repository():
+    """Every relative link of the tutorial's text ([name](path), not a web address or an anchor) names a file or
+    folder of the repository, so that a reader who follows one lands on it (a trial found one that did not)."""
+    broken = [(i, target) for i, cell in enumerate(CELLS) if cell["cell_type"] == "markdown"
+              for target in re.findall(r"\]\(([^)\s]+)\)", "".join(cell["source"]))
+              if not target.startswith(("http://", "https://", "#")) and not (ROOT / target.split("#")[0]).exists()]
+    assert not broken, f"links to nothing (cell, target): {broken}"
