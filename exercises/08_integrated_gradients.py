@@ -13,7 +13,7 @@ Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of t
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
                caller chose (exercise 4 sets it)
 layers, m      the layers to attribute (indices, 0 the lowest) and the number of steps
-ig_budget      how much memory a faster version may use at once; a plain loop may ignore it
+ig_budget      how many bytes a faster version may hold at once; a plain loop may ignore it
 returns        {l: B_l (B, H, T, T)}
 
 The model's pieces, which its own forward chains from the bottom up (L = len(model.encoder.layers)):

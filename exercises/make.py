@@ -86,8 +86,7 @@ attribution is wanted: those given, or the pseudo labels of Eq. 4,
 model      a Model: model(input_ids, attention_mask, token_type_ids, dropped_A=..., probes=...)
            -> (logits, [A_l (B, H, T, T)] * L), logits (B, K), or (B, T, K) for a token task
 batch      a dict of (B, T) tensors: input_ids, attention_mask, token_type_ids, labels
-labels     (B,), or (B, T) for a token task; None: the pseudo labels (a regression head, which has
-           no class, is always given its gold scores)
+labels     (B,), or (B, T) for a token task; None: the pseudo labels
 dropped_A, probes   the model's keywords of those names, chosen by the caller, which this forward
            honours: dropped_A=True hands out each A_l after attention dropout; probes, None or a zero
            (B, H, T, T) per layer that the model adds to A_l, so that a caller may differentiate with
@@ -267,7 +266,7 @@ Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of t
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
                caller chose (exercise 4 sets it)
 layers, m      the layers to attribute (indices, 0 the lowest) and the number of steps
-ig_budget      how much memory a faster version may use at once; a plain loop may ignore it
+ig_budget      how many bytes a faster version may hold at once; a plain loop may ignore it
 returns        {l: B_l (B, H, T, T)}
 
 The model's pieces, which its own forward chains from the bottom up (L = len(model.encoder.layers)):

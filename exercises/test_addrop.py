@@ -1014,6 +1014,9 @@ def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
 
     def forward(*args, **kwargs):
         through.append(args[3] if len(args) > 3 else kwargs.get("masks"))
+        true(len(args) == 4 and not kwargs, f"forward was called with {len(args)} positional argument(s) and "
+             f"keyword(s) {sorted(kwargs)}; expected the four the contract gives, positionally, no keyword: "
+             "forward(input_ids, attention_mask, token_type_ids, masks)")
         return net(*args, **kwargs)
     calls, handle = watched(net)
     try:

@@ -71,6 +71,7 @@ WRONG = [
     (11, "the masks not given to the second forward", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], None)'),
     (11, "the mirror strategy dropped", "p, q, low, compile)", "p, q, False, compile)"),
     (11, "gold ignored", 'batch["labels"] if gold else None', "None"),
+    (11, "masks handed to forward by keyword", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], masks=masks)'),
     (11, "masks for the selected layers only", "masks = [None] * model.cfg.num_hidden_layers",
      "masks = [None] * len(layers)"),
     (11, "regression not handed on", 'batch["labels"] if gold else None, regression, m,',
@@ -114,6 +115,8 @@ SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as 
         (9, "one mask for every head"): "the same mask as head 0",
         (10, "a mean for the sum"): "the token attribution is 1/13 of -dL/dA_l",
         (11, "compile ignored"): "compile='aot_eager'",
+        (11, "masks handed to forward by keyword"): "forward was called with 3 positional argument(s) and keyword(s) "
+                                                    "['masks']",
         (11, "regression not handed on"): "the step with regression=True: layer 0's mask differs",
         (11, "compile ignored, masks"): "compile='aot_eager'",
         (11, "steps 1-3 by addrop_masks"): "expected the step composed of its pieces"}

@@ -157,3 +157,29 @@ def test_links_lead_to_files_of_the_repository():
               for target in re.findall(r"\]\(([^)\s]+)\)", "".join(cell["source"]))
               if not target.startswith(("http://", "https://", "#")) and not (ROOT / target.split("#")[0]).exists()]
     assert not broken, f"links to nothing (cell, target): {broken}"
+
+
+def test_printed_code_matches_the_files():
+    """The code the committed outputs print with line numbers (show, and the folded answers: a header
+    "# FILE, FUNCTION", then "  N  line") is that file's line N today, so that no output shows code that has
+    since moved or changed (a trial found train.py's lines printed where they no longer were)."""
+    stale, seen = [], 0
+    for i, cell in enumerate(CELLS):
+        if cell["cell_type"] != "code":
+            continue
+        source = None
+        for line in unescape(text(cell)[len("".join(cell["source"])):]).splitlines():
+            header = re.search(r"# ([\w/]+\.py), [\w.]+$", line)
+            if header:
+                path = ROOT / header.group(1)
+                source = (path.read_text().splitlines() if path.is_file() else []), header.group(1)
+                continue
+            numbered = re.match(r"\s*(\d+)  (.*)$", line)
+            if source and numbered:
+                seen += 1
+                n, printed = int(numbered.group(1)), numbered.group(2).rstrip()
+                lines, name = source
+                if n > len(lines) or lines[n - 1].rstrip() != printed:
+                    stale.append(f"cell {i}: {name}:{n} printed {printed[:60]!r}")
+    assert seen > 50, f"only {seen} numbered lines found: the pattern no longer matches the outputs"
+    assert not stale, "outputs print code that is no longer at that line:\n" + "\n".join(stale[:10])
