@@ -553,8 +553,9 @@ def test_masked_forward_stays_a_distribution(p, q):
               atol=1e-12)
     if p == 1 and q == 1:
         dropped = sum(int(M.sum()) for M in masks)
-        true(dropped == 0, f"p = q = 1: the masks drop {dropped} positions; expected none: every row would lose all "
-             "its real keys, so the guard keeps each whole")
+        true(dropped == 0, f"p = q = 1: the masks drop {dropped} positions; expected none: at p = 1 every real key is "
+             "a candidate and q = 1 drops every candidate, so every row would lose all its real keys and the guard "
+             "keeps each whole (lessons 6 and 6b check the candidates, lesson 7 the guard)")
         close(logits, plain, "p = q = 1: the masked forward's logits, against the plain forward's", atol=1e-12)
     else:
         fraction = addrop.dropped_fraction(masks, batch["attention_mask"]).item()
