@@ -91,6 +91,7 @@ def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gol
     logits, _ = (forward or model)(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], masks)
     return loss(logits, batch["labels"]), masks
 
+
 def layer_masks(scores, layers, attention_mask, p, q, low=False, compile=None):
     """Step 3 for every layer in `layers`: drop_mask(scores[l], ...) of each, a list in that order.
     Eagerly, one call per layer. With compile (train.py --compile), all layers in ONE compiled graph

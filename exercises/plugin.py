@@ -87,25 +87,20 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under --impl, a blank body's message (naming the student's file where it lies, so that its command
-    runs) or a check's words after their exercise and the hint command are the failure, as
-    pytest.fail(words, pytrace=False) shows them: no traceback printed, none read. One failure per lesson."""
+    runs), a check's words, or an error's (_crash), after their exercise and the hint command, are the
+    failure, as pytest.fail(words, pytrace=False) shows them: no traceback printed, none read. One failure
+    per lesson."""
     e, impls = call.excinfo, item.config.getoption("impl")
     blank = e is not None and e.errisinstance(NotImplementedError) and str(e.value).startswith("Exercise ")
-    if impls and (blank or e is not None and e.errisinstance(checks.Wrong)):
-        words, (who, n) = str(e.value), (None, None) if blank else _exercise(item)
+    if impls and e is not None and e.errisinstance(Exception):
+        who, n = (None, None) if blank else _exercise(item)
+        words = str(e.value) if blank or e.errisinstance(checks.Wrong) else _crash(e, impls)
         for path in impls:
             if Path(path).name in make.BY_PATH:
                 words = words.replace(make.BY_PATH[Path(path).name].path, str(path))
         hint = f"\n  stuck? python exercises/hint.py {n} (one hint a call)" if n else ""
         try:
             raise pytest.fail.Exception(f"{who}: {words}{hint}" if who else words, pytrace=False) from None
-        except pytest.fail.Exception:
-            call.excinfo = pytest.ExceptionInfo.from_current()
-    elif impls and e is not None and e.errisinstance(Exception):
-        who, n = _exercise(item)
-        hint = f"\n  stuck? python exercises/hint.py {n} (one hint a call)" if n else ""
-        try:
-            raise pytest.fail.Exception(f"{who or 'A lesson'}: {_crash(e, impls)}{hint}", pytrace=False) from None
         except pytest.fail.Exception:
             call.excinfo = pytest.ExceptionInfo.from_current()
     if (yield).get_result().failed and impls:
@@ -126,5 +121,5 @@ def _crash(e, impls):
     last = e.traceback[-1]
     inside = "" if mine(Path(last.path).resolve()) else \
         f"\n    (raised inside {Path(last.path).name}'s {last.name}, on what your code gave it)"
-    return (f"it stopped on {e.typename}: {first}; your code's lines on the way:" + "".join(lines) + inside
-            if lines else f"it stopped on {e.typename}: {first}" + inside)
+    return (f"the lesson stopped on {e.typename}: {first}" + ("; your code's lines on the way:" if lines else "")
+            + "".join(lines) + inside)

@@ -209,9 +209,10 @@ def forward(net, b):
 
 
 def masks_only(b, scores, kind, compile=None):
-    """What the floor counts as free: the masks of all layers from scores at hand (Eq. 6-7), or
-    their selection alone (the kthvalue inside drop_mask), or RD's random masks; compile: through
-    addrop.whole_graph with that backend, as train.py --compile builds them."""
+    """What the floor counts as free: the masks of all layers from scores at hand (Eq. 6-7), as train.py
+    builds them (addrop.layer_masks: with compile, all layers in one graph), or one compiled graph per layer
+    ("drop_mask/layer", the way before), or their selection alone (the kthvalue inside drop_mask), or RD's
+    random masks; compile: the torch.compile backend, or None (eager)."""
     if kind == "drop_mask":  # as train.py builds them: compiled, all layers in one graph
         return addrop.layer_masks(scores, range(len(scores)), b["attention_mask"], P, Q, compile=compile)
     mask = addrop.whole_graph(addrop.drop_mask, compile) if compile else addrop.drop_mask
@@ -219,7 +220,7 @@ def masks_only(b, scores, kind, compile=None):
     for S in scores:
         if kind == "select":
             S.kthvalue(S.size(-1) // 2, dim=-1)
-        elif kind == "drop_mask/layer":  # compiled, one graph per layer (train.py --compile until 2026-11-26)
+        elif kind == "drop_mask/layer":  # one graph per layer
             mask(S, b["attention_mask"], P, Q)
         else:
             rd(b["attention_mask"], S.size(1), P, Q)

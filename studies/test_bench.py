@@ -80,3 +80,17 @@ def test_bad_methods_are_refused_by_name(capsys, argv, message):
     with pytest.raises(SystemExit):
         bench.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
+    """time_rounds: an eager step's ratio is over the eager plain steps beside it, a compiled one's (NAME+c) over
+    the compiled plain steps beside it, and plain+c's over the eager ones (what compiling gains). With fixed
+    times per step (plain 1.0 s, plain+c 0.5, ga-all 2.0, ga-all+c 0.75), the ratios are exact: 2, 0.5 and 1.5
+    (1.5 is ga-all+c over plain+c; over the eager plain step it would be 0.75)."""
+    seconds = {"plain": 1.0, "plain+c": 0.5, "ga-all": 2.0, "ga-all+c": 0.75}
+    monkeypatch.setattr(bench, "timed", lambda step, device: (seconds[step], None))
+    steps = {n: n for n in seconds}  # timed (patched) maps a step to its seconds
+    args = type("Args", (), {"warmup": 1, "steps": 3, "iga_steps": 0})()
+    times, _, ratios = bench.time_rounds(args, steps, "cpu")
+    assert ratios["ga-all"] == [2.0] * 3 and ratios["plain+c"] == [0.5] * 3 and ratios["ga-all+c"] == [1.5] * 3
+    assert [bench.neighbour(n) for n in seconds] == ["plain", "plain", "plain", "plain+c"]

@@ -97,7 +97,7 @@ WRONG = [
 # what the failure of a wrong answer must say, beyond its exercise and lesson
 SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
-        (11, "masks for the selected layers only"): "it stopped on IndexError: list assignment index out of range; "
+        (11, "masks for the selected layers only"): "the lesson stopped on IndexError: list assignment index out of range; "
                                                     "your code's lines on the way:",
         (2, "probes not passed on"): "returned logits that do not depend on the probes of layers [0, 1, 2]",
         (2, "the forward under no_grad"): "the maps your forward returned carry no autograd graph (requires_grad False",
