@@ -56,9 +56,8 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
     compiled graphs (layer_masks, whole_graph; train.py --compile)."""
     masks = [None] * model.cfg.num_hidden_layers
     if method == "rd":
-        rd = whole_graph(random_mask, compile) if compile else random_mask
         for l in layers:
-            masks[l] = rd(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
+            masks[l] = whole_graph(random_mask, compile)(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
         return masks
     labels = batch["labels"] if gold else None
     scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)
@@ -80,9 +79,8 @@ def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gol
     the batch for R-Drop. method, gold, regression, m, low, first_pass, compile: as in addrop_masks."""
     masks = [None] * model.cfg.num_hidden_layers
     if method == "rd":  # RD: no attribution, a random mask per layer
-        rd = whole_graph(random_mask, compile) if compile else random_mask
         for l in layers:
-            masks[l] = rd(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
+            masks[l] = whole_graph(random_mask, compile)(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
     else:
         scores = attribute(model, batch, layers, method, batch["labels"] if gold else None, regression, m,
                            first_pass=first_pass)
@@ -114,8 +112,8 @@ def _stacked_masks(scores, attention_mask, p, q, low):
 def whole_graph(fn, backend):
     """fn through torch.compile as ONE graph (fullgraph=True fails on anything it cannot capture): the masks
     and their count, which under compile read no number back to the CPU (model.sync_free). On a GPU their
-    dozens of small kernels become a few fused ones."""
-    return torch.compile(fn, backend=backend, fullgraph=True, dynamic=False)
+    dozens of small kernels become a few fused ones. backend None: fn itself, run eagerly."""
+    return torch.compile(fn, backend=backend, fullgraph=True, dynamic=False) if backend else fn
 
 # -----------------------------------------------------------------------------
 # steps 1-2: attribution

@@ -215,7 +215,7 @@ def train_step(j, b, adrop):
                                               method=args.attribution, gold=args.labels == "gold",
                                               regression=j.regression, m=args.ig_steps, low=args.drop_low,
                                               first_pass=args.first_pass, compile=args.compile)
-        count = addrop.whole_graph(addrop.dropped_fraction, args.compile) if args.compile else addrop.dropped_fraction
+        count = addrop.whole_graph(addrop.dropped_fraction, args.compile)
         dropped = count(masks, b["attention_mask"])
     else:
         with j.autocast():

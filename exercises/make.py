@@ -346,37 +346,26 @@ matrices M. Calculate the new prediction and new loss by feeding M into Eq. (1).
 are its pieces (RD, method "rd", needs no attribution); addrop.py's addrop_masks, which does Eq. 4-7 in
 one call, refuses to run while the lessons run your step.
 
-model, batch   a Model, in the mode training left it (train mode), and a dict of (B, T) tensors
+model, batch   a Model, in train mode, and a dict of (B, T) tensors
 layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
-loss           loss(logits, labels) -> the training loss, as a plain fine-tuning step takes it
-forward        what runs the masked forward, called as the model is, with four positional arguments,
-               the batch's (B, T) tensors and the masks, no keyword:
-                 forward(input_ids, attention_mask, token_type_ids, masks) -> (logits, maps)
-               None: the model itself, model(input_ids, attention_mask, token_type_ids, masks) -> (logits,
-               maps). train.py passes its DDP wrapper of the same model (which doubles the batch for
-               R-Drop): the attribution runs on `model`, never through it.
-               masks: one entry per layer of the model, M_l (B, H, T, T) bool, or None for a layer
-               left unmasked
+loss           loss(logits, labels) -> the training loss of a plain fine-tuning step
+forward        what runs the masked forward (None: the model itself), called as the model is, with
+               positional arguments only: forward(input_ids, attention_mask, token_type_ids, masks) ->
+               (logits, maps), masks a list of one entry per layer of the model, M_l (B, H, T, T) bool or
+               None for a layer left unmasked. The attribution runs on `model`, never through forward
+               (train.py passes its DDP wrapper, which doubles the batch for R-Drop).
 method, gold, regression, m, low, first_pass
-               the settings of Eq. 4-7, as train.py's flags give them: the attribution ("ga", "iga",
-               "aa", or "rd"), gold (batch["labels"] attributed instead of the pseudo labels, Table 2's
-               "r/w gold labels"), a regression head, IGA's steps, the mirror strategy, the first pass's
-               mode. Each must take effect.
-compile        None: each mask built eagerly, by its function (exercise 5's, or exercise 9's for "rd")
-               called as it is. A backend name (train.py --compile; the lessons use "aot_eager"): each
-               mask built by that function compiled as one graph, called in its place with the same
-               arguments:
-                 addrop.whole_graph(fn, compile) -> fn compiled whole (fullgraph=True) with that backend
-               Under compile the coin flips are drawn as on a GPU, not as an eager CPU draws them: the
-               masks differ from the eager ones for the same seed, and must equal the real step's.
+               train.py's flags of those names: the attribution ("ga", "iga", "aa", or "rd"), the gold
+               labels attributed instead of the pseudo labels (Table 2), a regression head, IGA's steps,
+               the mirror strategy, the first pass's mode. Each must take effect.
+compile        None, or a torch.compile backend (train.py --compile) through which each mask function fn
+               runs: addrop.whole_graph(fn, compile) -> fn compiled whole (fn itself when compile is None)
 returns        (the new loss, the masks the masked forward saw)
 
-The convention the lessons compare against: the selected layers' masks are drawn in the order `layers`
-lists them, so that for the same seed the random draws match the real step's.
-
-The lessons check that the masked forward sees the masks, that the model comes back in the mode it
-came in with no parameter gradient left by the attribution, and that the loss and masks equal the
-real step's for the same seed, with each option, compile="aot_eager" among them.""", (
+The lessons compare the loss and the masks with the real step's for the same seed, with every option,
+compile="aot_eager" among them; the selected layers' masks are drawn in the order `layers` lists them.
+They also check that the masked forward sees the masks, and that the model comes back in the mode it came
+in with no parameter gradient left by the attribution.""", (
         "You wrote every piece: the scores (exercise 4) and a mask from them (exercise 5) for each selected "
         "layer, or RD's random mask (exercise 9) with no scores at all; then one more forward, with the masks, "
         "and the loss on batch['labels']. The attribution takes care of its own mode.",
@@ -384,15 +373,14 @@ real step's for the same seed, with each option, compile="aot_eager" among them.
         "attribution is attribute(model, batch, layers, method, labels, regression, m, first_pass=...), with "
         "labels batch['labels'] when gold and None otherwise; the masks drop_mask(scores[l], "
         "batch['attention_mask'], p, q, low=low), or random_mask(batch['attention_mask'], "
-        "model.cfg.num_attention_heads, p, q). With compile, call whole_graph(drop_mask, compile) (or of "
-        "random_mask) in their place.",
+        "model.cfg.num_attention_heads, p, q), each called through whole_graph(fn, compile).",
         "masks = [None] * model.cfg.num_hidden_layers\n"
-        "if method == 'rd': masks[l] = random_mask(batch['attention_mask'], H, p, q) for each l in layers "
-        "(through whole_graph(random_mask, compile) when compile)\n"
+        "if method == 'rd': masks[l] = whole_graph(random_mask, compile)(batch['attention_mask'], H, p, q) for "
+        "each l in layers\n"
         "else: scores = attribute(model, batch, layers, method, batch['labels'] if gold else None, regression, m, "
         "first_pass=first_pass)\n"
-        "      masks[l] = drop_mask(scores[l], batch['attention_mask'], p, q, low=low) for each l in layers "
-        "(through whole_graph(drop_mask, compile) when compile)\n"
+        "      masks[l] = whole_graph(drop_mask, compile)(scores[l], batch['attention_mask'], p, q, low=low) for "
+        "each l in layers\n"
         "logits, _ = (forward or model)(batch['input_ids'], batch['attention_mask'], batch['token_type_ids'], masks)\n"
         "return loss(logits, batch['labels']), masks"), given=("whole_graph",)),
 ]

@@ -192,7 +192,7 @@ def our_step(net, opt, b, attribution, layers, compile=None):
         torch.compiler.cudagraph_mark_step_begin()
     if attribution is not None:
         masks = addrop.addrop_masks(net, b, layers, P, Q, attribution, m=M_IG, compile=compile)
-        count = addrop.whole_graph(addrop.dropped_fraction, compile) if compile else addrop.dropped_fraction
+        count = addrop.whole_graph(addrop.dropped_fraction, compile)
         count(masks, b["attention_mask"])
     logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
     F.cross_entropy(logits, b["labels"]).backward()
@@ -215,8 +215,8 @@ def masks_only(b, scores, kind, compile=None):
     random masks; compile: the torch.compile backend, or None (eager)."""
     if kind == "drop_mask":  # as train.py builds them: compiled, all layers in one graph
         return addrop.layer_masks(scores, range(len(scores)), b["attention_mask"], P, Q, compile=compile)
-    mask = addrop.whole_graph(addrop.drop_mask, compile) if compile else addrop.drop_mask
-    rd = addrop.whole_graph(addrop.random_mask, compile) if compile else addrop.random_mask
+    mask = addrop.whole_graph(addrop.drop_mask, compile)
+    rd = addrop.whole_graph(addrop.random_mask, compile)
     for S in scores:
         if kind == "select":
             S.kthvalue(S.size(-1) // 2, dim=-1)

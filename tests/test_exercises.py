@@ -85,8 +85,7 @@ WRONG = [
      "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]).replace("for l in layers:",
                                                                                "for l in reversed(layers):")
      .replace("zip(layers, layer_masks(scores, layers,", "zip(layers[::-1], layer_masks(scores, layers[::-1],")),
-    (11, "compile ignored", "rd = whole_graph(random_mask, compile) if compile else random_mask",
-     "rd = random_mask"),
+    (11, "compile ignored", "whole_graph(random_mask, compile)(", "random_mask("),
     (11, "compile ignored, masks", 'batch["attention_mask"], p, q, low, compile)', 'batch["attention_mask"], p, q, low)'),
     (11, "steps 1-3 by addrop_masks", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
      "    masks = addrop_masks(model, batch, layers, p, q, method=method, gold=gold, regression=regression, m=m,"
