@@ -6,9 +6,11 @@ q = 0.1, the RTE setting):
     python studies/mask_graphs.py                  # one compiled graph per layer, one for all layers
                                                    # (addrop.layer_masks, train.py --compile), and that
                                                    # one under CUDA graphs (mode reduce-overhead)
-    python studies/mask_graphs.py --thresholds     # the masks with Eq. 6's threshold b^[idx] found other
-                                                   # ways than a sort: kthvalue and topk at a fixed k, each
-                                                   # checked equal to the sort's first (all layers, one graph)
+    python studies/mask_graphs.py --thresholds     # the masks with Eq. 6's candidates found other ways
+                                                   # than a sort: kthvalue and topk at a fixed k, and by
+                                                   # counting (no sort: a key is a candidate when at least
+                                                   # int(n (1 - p)) + 1 real keys score at most its score),
+                                                   # each checked equal to the sort's first (one graph)
 
 Needs a CUDA GPU. RESULTS.md (Compiled and sync-free) gives what an H100 printed.
 """
@@ -23,12 +25,14 @@ KEEP = round((1 - P) * 10**6)
 
 
 def thr_sort(s, real, n, idx):  # drop_mask's: each row sorted, b^[idx] read
+    B, H, T, _ = s.size()
     b_hat = s.masked_fill(~real, float("inf")).sort(-1).values
     thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))
     return thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))
 
 
 def thr_kthvalue(s, real, n, idx):  # addrop._select_threshold with a fixed k: the most candidates a row can have
+    B, H, T, _ = s.size()
     count, K = n - idx, T - T * KEEP // 10**6
     lift = ~real & ((~real).cumsum(-1) <= (K - count).view(B, 1, 1, 1))
     bias = torch.zeros(B, 1, 1, T, dtype=s.dtype, device=s.device)
@@ -37,10 +41,18 @@ def thr_kthvalue(s, real, n, idx):  # addrop._select_threshold with a fixed k: t
 
 
 def thr_topk(s, real, n, idx):  # the count-th largest real score, from the top K
+    B, H, T, _ = s.size()
     count, K = n - idx, T - T * KEEP // 10**6
     top = s.masked_fill(~real, float("-inf")).topk(K, -1).values
     thr = top.gather(-1, (count - 1).clamp(min=0).view(B, 1, 1, 1).expand(B, H, T, 1))
     return thr.masked_fill((count == 0).view(B, 1, 1, 1), float("inf"))
+
+
+def cand_count(s, real, n, idx):  # no threshold, no sort: the candidates of Eq. 6 by counting, ties included
+    # b^[idx] <= s_k exactly when at least idx + 1 real scores are <= s_k (idx = n: never, no candidates);
+    # compiled, the (B, H, T, T, T) comparison is a reduction fused in registers, never stored
+    at_most = ((s[..., None, :] <= s[..., :, None]) & real[..., None, :]).sum(-1)  # (B, H, T, T)
+    return at_most > idx.view(-1, 1, 1, 1)
 
 
 def timed(ways, dev, rounds=15):
@@ -59,7 +71,6 @@ def timed(ways, dev, rounds=15):
 
 
 def main():
-    global B  # the functions above read it
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--thresholds", action="store_true", help="time Eq. 6's threshold found other ways")
@@ -78,19 +89,21 @@ def main():
     if args.thresholds:
         real, n = am.bool()[:, None, None, :], am.sum(-1)
         idx = n * KEEP // 10**6
-        ref = thr_sort(scores[0], real, n, idx)
-        rows = am.bool()[:, None, :, None].expand_as(ref)
+        pairs = am.bool()[:, None, :, None] & real  # (B, 1, T, T) real pairs, where candidates are compared
+        ref = scores[0] >= thr_sort(scores[0], real, n, idx)
 
-        def masks(f):  # drop_mask with the threshold f, every layer, as one graph
+        def masks(cand):  # drop_mask with the candidates of cand, every layer, as one graph
             def all_layers(ss):
-                return [addrop._real_rows((s >= f(s, real, n, idx)) & (torch.rand(s.shape, device=dev) < Q), am)
+                return [addrop._real_rows(cand(s, real, n, idx) & (torch.rand(s.shape, device=dev) < Q), am)
                         for s in ss]
             return torch.compile(all_layers, fullgraph=True, dynamic=False)
         ways = {}
-        for name, f in [("kthvalue", thr_kthvalue), ("topk", thr_topk)]:
-            thr = torch.compile(f, fullgraph=True, dynamic=False)(scores[0], real, n, idx)
-            print(f"{name}: its threshold equals the sort's on every real row:", torch.equal(thr[rows], ref[rows]))
-            ways[f"{name}, {L} layers in one graph"] = (lambda c: lambda: c(scores))(masks(f))
+        for name, cand in [("sort", lambda s, *a: s >= thr_sort(s, *a)), ("kthvalue", lambda s, *a: s >= thr_kthvalue(s, *a)),
+                           ("topk", lambda s, *a: s >= thr_topk(s, *a)), ("count", cand_count)]:
+            c = torch.compile(cand, fullgraph=True, dynamic=False)(scores[0], real, n, idx)
+            same = torch.equal((c & pairs), (ref & pairs))
+            print(f"{name}: its candidates equal the sort's on every real pair:", same, flush=True)
+            ways[f"{name}, {L} layers in one graph"] = (lambda f: lambda: f(scores))(masks(cand))
         for f in ways.values():
             for _ in range(3):
                 f()

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import bench
+import mask_graphs
 from support import checkpoint
 import test_cli
 
@@ -94,3 +95,28 @@ def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
     times, _, ratios = bench.time_rounds(args, steps, "cpu")
     assert ratios["ga-all"] == [2.0] * 3 and ratios["plain+c"] == [0.5] * 3 and ratios["ga-all+c"] == [1.5] * 3
     assert [bench.neighbour(n) for n in seconds] == ["plain", "plain", "plain", "plain+c"]
+
+
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.7, 1.0])
+def test_mask_graphs_candidates_by_counting_equal_the_sorts(p):
+    """mask_graphs.py --thresholds times Eq. 6's candidates found without a sort. Each must be the sort's own
+    on every real (query, key) pair, or its time means nothing: counting at every p (at p = 0 no candidate, at
+    p = 1 all), and kthvalue and topk at the p they are built for (mask_graphs.P). The scores are rounded to one
+    decimal, so that ties at the threshold occur (all of them candidates), and the examples have 9, 6 and 1
+    real tokens."""
+    import torch
+    torch.manual_seed(0)
+    am = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] + [0] * 8])
+    s = (torch.randn(3, 2, 9, 9) * 3).round() / 10
+    real, n = am.bool()[:, None, None, :], am.sum(-1)
+    idx = n * round((1 - p) * 10**6) // 10**6
+    pairs = am.bool()[:, None, :, None] & real
+    ref = (s >= mask_graphs.thr_sort(s, real, n, idx)) & pairs
+    ties = (s == mask_graphs.thr_sort(s, real, n, idx)) & pairs  # keys that score the threshold itself
+    assert ties.sum() - ties.any(-1).sum() > 10 or p in (0.0, 1.0), "too few ties at the threshold to test them"
+    assert torch.equal(mask_graphs.cand_count(s, real, n, idx) & pairs, ref)
+    if p == mask_graphs.P:
+        for thr in (mask_graphs.thr_kthvalue, mask_graphs.thr_topk):
+            assert torch.equal((s >= thr(s, real, n, idx)) & pairs, ref), thr.__name__
+    if p in (0.0, 1.0):
+        assert torch.equal(ref, pairs.expand_as(ref) if p == 1 else torch.zeros_like(ref))

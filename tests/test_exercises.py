@@ -285,7 +285,7 @@ def test_hints_come_one_at_a_time(tmp_path, monkeypatch, capsys):
             assert not any(h.split("\n")[0] in out for h in e.hints[k:]), f"exercise {e.number}: hint {k + 1} shown early"
     assert json.loads((tmp_path / "hints.json").read_text()) == {str(e.number): len(e.hints) for e in make.EXERCISES}
     hint.main(["--count"])
-    assert f"exercise 11 addrop_step" in capsys.readouterr().out
+    assert "exercise 11 addrop_step" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         hint.main(["12"])
 
