@@ -6,8 +6,7 @@ Eq. 3, integrated gradients: for each l in `layers`,
     B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
 
 F(k/m A_l) is F of the forward in which layer l's map is multiplied by k/m and every other layer runs
-as usual; its derivative is taken at that scaled map, the point k/m A_l of the path, not at A_l. F is
-Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
+as usual: the point k/m A_l of integrated gradients' straight path from 0 to A_l. F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
 (Eq. 4, as exercise 2 settles them) of the unscaled forward, the same for every k.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
@@ -23,7 +22,7 @@ The model's pieces, which its own forward chains from the bottom up (L = len(mod
   model.encoder.layers[i](x, pad, scale=None) -> (y, A)
         layer i on its input x (B, T, C): its output y (B, T, C) and its attention map A (B, H, T, T);
         with scale a (B, 1, 1, 1) tensor, the layer runs with its map multiplied by scale and
-        returns that scaled map, a tensor of the autograd graph
+        returns that scaled map
   model.head(y) -> logits
         the task's logits from the top layer's output
 

@@ -68,6 +68,8 @@ def close(actual, expected, what, atol=None, rtol=None):
     if (atol is not None and diff <= atol) or (rtol is not None and rel <= rtol):
         return
     limit = f"a difference below {atol:.0e}" if atol is not None else f"a relative error below {rtol:.0e}"
+    if min(t for t in (atol, rtol) if t is not None) < 1e-8 and 1e-9 < rel < 1e-5:
+        limit += " (the lessons compute in float64 here: float32 arithmetic leaves a relative error near 1e-7)"
     raise Wrong(f"{what}: max |difference| {diff:.1e}, relative error {rel:.1e}; expected {limit}{_slip(a, e)}")
 
 
@@ -76,6 +78,8 @@ def same(actual, expected, what):
     diff, rel, a, e = _differences(actual, expected, what)
     unequal = int((a != e).sum())
     if unequal:
-        raise Wrong(f"{what}: {unequal} of {a.numel()} entries differ (max |difference| {diff:.1e}, relative "
-                    f"error {rel:.1e}); expected the same, bit for bit{_slip(a, e)}")
+        bad = int((~torch.isfinite(a) & torch.isfinite(e)).sum())
+        raise Wrong(f"{what}: {unequal} of {a.numel()} entries differ (" + (
+            f"{bad} of them NaN or infinite where a finite number is expected; " if bad else "") +
+            f"max |difference| {diff:.1e}, relative error {rel:.1e}); expected the same, bit for bit{_slip(a, e)}")
 

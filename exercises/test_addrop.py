@@ -457,7 +457,7 @@ def test_dropped_fraction_matches_expectation(p, q):
           "dropped_fraction, against the dropped real pairs counted over all real pairs", atol=1e-6)
 
 
-AXES = ("example", "head", "query", "key")
+AXES = (("example", "examples"), ("head", "heads"), ("query", "queries"), ("key", "keys"))
 
 
 def fair_coins(said, M, where, rate):
@@ -470,7 +470,7 @@ def fair_coins(said, M, where, rate):
     share, sigma = (M & where).sum().item() / n, math.sqrt(rate * (1 - rate) / n)
     true(abs(share - rate) <= 6 * sigma, f"{said}: dropped {share:.3f} of the {n} positions where each is dropped "
          f"with probability {rate:g}; expected {rate:g} +- {6 * sigma:.3f} (6 sigma)")
-    for axis, name in enumerate(AXES):
+    for axis, (name, names) in enumerate(AXES):
         a, b = (x.narrow(axis, 0, M.size(axis) - 1) for x in (M, where)), \
                (x.narrow(axis, 1, M.size(axis) - 1) for x in (M, where))
         (Ma, wa), (Mb, wb) = a, b
@@ -479,7 +479,7 @@ def fair_coins(said, M, where, rate):
         together, sigma = (Ma & Mb & both).sum().item() / k, math.sqrt(rate**2 * (1 - rate**2) / k)
         true(abs(together - rate**2) <= 6 * sigma, f"{said}: of {k} pairs of positions next to each other along the "
              f"{name} axis, {together:.3f} were dropped together; expected {rate**2:.3f} +- {6 * sigma:.3f} (6 sigma) "
-             f"for independent coins (one coin shared along the {name}s would give {rate:g})")
+             f"for independent coins (one coin shared along the {names} would give {rate:g})")
 
 
 def from_the_generator(said, draw):

@@ -134,8 +134,10 @@ def test_outputs_name_no_folder_of_a_machine():
 
 def test_predictions_are_checked_by_a_cell():
     """At least four questions ask for a prediction (*Predict*: a number, or the direction a logit moves), and the
-    next code cell checks it: it says `# checks Question N` and printed what it measured. Nothing the question asks
-    to predict is printed before it: the check comes after."""
+    next code cell checks it: it says `# checks Question N`. Nothing the question asks to predict is printed
+    before it, and the check cells are committed without their outputs, which sat right under the question
+    (a trial read them before predicting): a reader sees what they measure by running them. That they print it,
+    .ci/run checks on the notebook it executes."""
     predicted = []
     for i, cell in enumerate(CELLS):
         if cell["cell_type"] == "markdown" and "*Predict*" in text(cell):
@@ -143,9 +145,11 @@ def test_predictions_are_checked_by_a_cell():
             assert n, f"cell {i} asks for a prediction outside a question"
             check = next(j for j in range(i + 1, len(CELLS)) if CELLS[j]["cell_type"] == "code")
             assert f"# checks Question {n[1]}" in "".join(CELLS[check]["source"]), f"question {n[1]}: cell {check}"
-            assert outputs(CELLS[check]).strip(), f"question {n[1]}: its check, cell {check}, printed nothing"
+            assert not CELLS[check]["outputs"], f"question {n[1]}: its check, cell {check}, is committed with its outputs"
             predicted.append(int(n[1]))
     assert len(predicted) >= 4, f"{len(predicted)} prediction questions"
+    checks = [i for i, cell in enumerate(CELLS) if "".join(cell["source"]).startswith("# checks Question")]
+    assert not [i for i in checks if CELLS[i]["outputs"]], "a check cell is committed with its outputs"
     numbers = [int(n) for c in CELLS if c["cell_type"] == "markdown" for n in re.findall(r"\*\*Question (\d+)\.\*\*", text(c))]
     assert numbers == list(range(1, len(numbers) + 1)), numbers
 
