@@ -394,9 +394,12 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     if q in (0, 1):
         paper = paper_mask(scores, attention_mask, p, q)
         extra, missing = int((fast & ~paper).sum()), int((paper & ~fast).sum())
+        cleared = int((paper.any(-1) & ~fast.any(-1)).sum())  # rows the recipe drops in, with no drop in yours
         true(extra == missing == 0, f"{said}, against Eq. 6-7 taken literally, row by row (at q = {q} no coin "
              f"decides): it drops {extra} positions the recipe keeps and keeps {missing} that it drops, of "
-             f"{paper.numel()}; expected the same mask. " + ("At q = 0 nothing is dropped" if q == 0 else
+             f"{paper.numel()}" + (f", among them {cleared} whole rows with no drop at all, rows that keep some real "
+             "key in the recipe (none of them a row that would lose every real key)" if cleared else "") +
+             "; expected the same mask. " + ("At q = 0 nothing is dropped" if q == 0 else
              "At q = 1 every candidate is dropped: the real keys at or above b^[int(n (1 - p))] (True = dropped)"))
         return
     stray = int((fast & ~paper_candidates(scores, attention_mask, p)).sum())

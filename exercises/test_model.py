@@ -150,7 +150,8 @@ def test_scores_are_scaled_as_eq1():
     """Eq. 1 scales the scores q k^T by 1/sqrt(D), D the head's width, before the softmax: on one layer of
     the tiny model (float64, D = 8) A is softmax(q k^T / sqrt(D) + the padding mask), written out here from
     the layer's own q, k (1e-12). A scale of another size shows here by its size, before the comparisons
-    with Hugging Face, where it shows only as differences."""
+    with Hugging Face, where it shows only as differences; so do a softmax over the queries, a missing padding
+    mask and heads on interleaved channels, each by name."""
     net = tiny_model("bert", torch.float64)
     ids, mask, types = padded_batch("bert")
     layer = net.encoder.layers[0]
@@ -168,6 +169,17 @@ def test_scores_are_scaled_as_eq1():
             if A.shape == scores.shape and torch.allclose(A, (scores * s + pad).softmax(-1), rtol=0, atol=1e-10):
                 true(False, f"layer 0's A is the softmax of the scores q k^T scaled {said}; expected them scaled as "
                      f"Eq. 1 scales them, by 1/sqrt(D) = 1/sqrt({D}), D the head's width")
+        q_mixed = layer.q(x).view(B, T_, D, H).permute(0, 3, 1, 2)  # head h the channels h, h + H, h + 2H, ...
+        k_mixed = layer.k(x).view(B, T_, D, H).permute(0, 3, 1, 2)
+        for other, said in [((scores / math.sqrt(D) + pad).softmax(-2), "the softmax taken over the queries (axis "
+                             "-2) of each key; expected over the keys of each query, a distribution a row"),
+                            ((scores / math.sqrt(D)).softmax(-1), "softmax(q k^T / sqrt(D)) with no padding mask: "
+                             "padding keys get attention; expected none"),
+                            ((q_mixed @ k_mixed.transpose(-2, -1) / math.sqrt(D) + pad).softmax(-1), "computed with "
+                             "head h on the channels h, h + H, h + 2H, ...; expected head h on the channels h D to "
+                             "(h + 1) D - 1")]:
+            if A.shape == other.shape and torch.allclose(A, other, rtol=0, atol=1e-10, equal_nan=True):
+                true(False, f"layer 0's A is {said}")
         close(A, (scores / math.sqrt(D) + pad).softmax(-1), "layer 0's A, against softmax(q k^T / sqrt(D) + the "
               "padding mask) written out from the layer's q and k", atol=1e-12)
 

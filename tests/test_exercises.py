@@ -34,6 +34,10 @@ WRONG = [
     (1, "no 1/sqrt(D)", "s = 1 / math.sqrt(D)", "s = 1"),
     (1, "M_l ignored", 'bias = pad if M is None else pad.masked_fill(M, float("-inf"))', "bias = pad"),
     (1, "the softmax over the queries", "+ bias, dim=-1), v", "+ bias, dim=-2), v"),
+    (1, "no padding mask", 'bias = pad if M is None else pad.masked_fill(M, float("-inf"))',
+     'bias = 0 if M is None else torch.zeros_like(pad).masked_fill(M, float("-inf"))'),
+    (1, "heads on interleaved channels", ".view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)\n    k = layer.k(x).view(B, T, H, D).transpose(1, 2)",
+     ".view(B, T, D, H).permute(0, 3, 1, 2)\n    k = layer.k(x).view(B, T, D, H).permute(0, 3, 1, 2)"),
     (2, "the labels given ignored", "if labels is None:", "if True:"),
     (2, "dropped_A not passed on", ", dropped_A=dropped_A,", ","),
     (2, "probes not passed on", "dropped_A=dropped_A,\n                          probes=probes)", "dropped_A=dropped_A)"),
@@ -59,6 +63,7 @@ WRONG = [
     (5, "one coin per key, shared by the heads", "bernoulli((B, H, T, T), q, generator, scores.device)",
      "bernoulli((B, 1, T, T), q, generator, scores.device)"),
     (6, "no guard", "drop.view(torch.uint8).mul_(1 - lost)", "drop"),
+    (6, "the guard clears the whole head", "amin(-1, keepdim=True)", "amin(-1, keepdim=True).amax(-2, keepdim=True)"),
     (6, "padding queries masked", "real[:, None, :, None] & real[:, None, None, :]", "real[:, None, None, :]"),
     (7, "the parity flipped", "epoch % 2 == 0", "epoch % 2 == 1"),
     (8, "A_l not multiplied in", "scores[l] = attns[l] * total / m", "scores[l] = total / m"),
@@ -94,7 +99,11 @@ WRONG = [
 
 
 # what the failure of a wrong answer must say, beyond its exercise and lesson
-SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
+SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries",
+        (1, "no padding mask"): "with no padding mask",
+        (1, "heads on interleaved channels"): "head h on the channels h, h + H",
+        (6, "the guard clears the whole head"): "whole rows with no drop at all, rows that keep some real key",
+        (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
         (11, "masks for the selected layers only"): "the lesson stopped on IndexError: list assignment index out of range; "
                                                     "your code's lines on the way:",
