@@ -205,9 +205,21 @@ def test_integrated_gradients_completeness():
     """Lesson 3. Integrated gradients (Eq. 3) is a right Riemann sum of the path integral
     F(A) - F(0) = int_0^1 A . dF(aA)/dA da, so for each example the sum of B_l over heads and
     positions tends to F(A) - F(0) (one layer scaled, the others as they are). The sum's error
-    is about |g(1) - g(0)| / 2m: it shrinks roughly 4x each time m grows 4x."""
+    is about |g(1) - g(0)| / 2m: it shrinks roughly 4x each time m grows 4x. Two mistakes that break it
+    are named first, at m = 4: each step's gradient times k/m (the chain rule's factor of A -> F(k/m A)),
+    and the mean gradient not multiplied by A_l."""
     net, batch = tiny_model(), padded_batch()
     l, c = 1, pseudo_labels(net, batch)
+    yours = addrop.attribute(net, batch, [l], "iga", m=4)[l]
+    for other, said in [(plain_integrated_gradients(net, batch, l, 4, weight=lambda a: a),
+                         "each step's gradient dF/dA at k/m A multiplied by k/m (the derivative of the function "
+                         "A -> F(k/m A), by the chain rule)"),
+                        (plain_integrated_gradients(net, batch, l, 4, times_A=False),
+                         "the mean gradient along the path, not multiplied by A_l")]:
+        if torch.allclose(yours, other, rtol=0, atol=1e-10) and not torch.allclose(
+                yours, plain_integrated_gradients(net, batch, l, 4), rtol=0, atol=1e-10):
+            true(False, f"integrated gradients of layer {l} at m = 4 are {said}; expected Eq. 3: A_l / m times the sum "
+                 "over k of F's gradient at the point k/m A_l of the path")
     with torch.no_grad():
         F1, F0 = (forward_scaled(net, batch, l, s)[0].gather(1, c[:, None]).squeeze(1) for s in (1.0, 0.0))
     errors = []
@@ -236,15 +248,16 @@ def test_one_step_integrated_gradient_is_attention_times_gradient():
               "A_l * dF/dA_l (gradient x input)", atol=1e-12)
 
 
-def plain_integrated_gradients(net, batch, l, m):
+def plain_integrated_gradients(net, batch, l, m, weight=lambda a: 1, times_A=True):
     """Eq. 3 as the authors run it: m full forwards from the embeddings, layer l's attention
-    scaled by k/m, one autograd call each."""
+    scaled by k/m, one autograd call each (each step's gradient times weight(k/m): 1 in Eq. 3; and the
+    mean times A_l: times_A=False leaves that out)."""
     c = pseudo_labels(net, batch)
     total = 0
     for k in range(1, m + 1):
         logits, A_scaled = forward_scaled(net, batch, l, k / m)
-        total = total + torch.autograd.grad(logits.gather(1, c[:, None]).sum(), A_scaled)[0]
-    return run(net, batch)[1][l].detach() * total / m
+        total = total + weight(k / m) * torch.autograd.grad(logits.gather(1, c[:, None]).sum(), A_scaled)[0]
+    return (run(net, batch)[1][l].detach() if times_A else 1) * total / m
 
 
 @pytest.mark.exercise(8)

@@ -68,6 +68,8 @@ WRONG = [
     (7, "the parity flipped", "epoch % 2 == 0", "epoch % 2 == 1"),
     (8, "A_l not multiplied in", "scores[l] = attns[l] * total / m", "scores[l] = total / m"),
     (8, "a left Riemann sum", "torch.arange(1, m + 1,", "torch.arange(0, m,"),
+    (8, "the chain rule's k/m", "total += g.view(k, B, H, T, T).sum(0)",
+     "total += (g.view(k, B, H, T, T) * a.view(k, 1, 1, 1, 1)).sum(0)"),
     (9, "p alone for p q", "(B, H, T, T), p * q,", "(B, H, T, T), p,"),
     (9, "the generator ignored", "p * q, generator,", "p * q, None,"),
     (9, "one mask for every head", "attention_mask.device), attention_mask)",
@@ -103,6 +105,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (1, "no padding mask"): "with no padding mask",
         (1, "heads on interleaved channels"): "head h on the channels h, h + H",
         (6, "the guard clears the whole head"): "whole rows with no drop at all, rows that keep some real key",
+        (8, "the chain rule's k/m"): "multiplied by k/m (the derivative of the function A -> F(k/m A)",
+        (8, "A_l not multiplied in"): "the mean gradient along the path, not multiplied by A_l",
         (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
         (11, "masks for the selected layers only"): "the lesson stopped on IndexError: list assignment index out of range; "
