@@ -14,7 +14,7 @@ returns  (A, v): A (B, H, T, T), for each head and query a distribution over the
          v (B, H, T, D), the values A weighs, in heads as q and k are
 
 The lessons run the whole model on your A (its outputs must equal Hugging Face's BERT, RoBERTa and
-ELECTRA to 1e-5), and check that padding changes no real token's output, that every row of A sums to 1
+ELECTRA to 1e-5: their outputs saved in reference/, and live too where transformers is installed), and check that padding changes no real token's output, that every row of A sums to 1
 with nothing on padding keys, and that a mask with one True entry zeroes exactly that entry.
 
 Write the body below. It runs inside model.py, so torch, F (torch.nn.functional), math and model.py's

@@ -65,7 +65,7 @@ returns  (A, v): A (B, H, T, T), for each head and query a distribution over the
          v (B, H, T, D), the values A weighs, in heads as q and k are
 
 The lessons run the whole model on your A (its outputs must equal Hugging Face's BERT, RoBERTa and
-ELECTRA to 1e-5), and check that padding changes no real token's output, that every row of A sums to 1
+ELECTRA to 1e-5: their outputs saved in reference/, and live too where transformers is installed), and check that padding changes no real token's output, that every row of A sums to 1
 with nothing on padding keys, and that a mask with one True entry zeroes exactly that entry.""", (
         "Split the heads first: a (B, T, C) projection viewed as (B, T, H, D), then heads to the front, "
         "(B, H, T, D). The scores of every head and query are then one batched matrix product.",
