@@ -19,7 +19,8 @@ method, gold, regression, m, low, first_pass
                labels attributed instead of the pseudo labels (Table 2), a regression head, IGA's steps,
                the mirror strategy, the first pass's mode. Each must take effect.
 compile        None, or a torch.compile backend (train.py --compile) through which each mask function fn
-               runs: addrop.whole_graph(fn, compile) -> fn compiled whole (fn itself when compile is None)
+               runs: addrop.whole_graph(fn, compile) -> fn compiled whole (fn itself when compile is None).
+               It must take effect too: a compiled graph draws its coins otherwise than eager code
 returns        (the new loss, the masks the masked forward saw)
 
 The lessons compare the loss and the masks with the real step's for the same seed, with every option,
