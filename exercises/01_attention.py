@@ -29,6 +29,6 @@ Stuck? python exercises/hint.py 1 gives a hint, one more each time (3 in all).
 def attention(layer, x, pad, M=None):
     raise NotImplementedError(
         "Exercise 1 (Eq. 1, self-attention with the padding mask and M_l): write attention in exercises/01_attention.py\n"
-        "  checked by test_model.py's 14 lessons marked exercise(1), with the real code for everything else:\n"
+        "  checked by test_model.py's 14 lessons marked exercise(1) (pytest counts more: a lesson may run with several settings), with the real code for everything else:\n"
         "  python -m pytest exercises/test_model.py --impl exercises/01_attention.py"
     )

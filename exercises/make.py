@@ -407,7 +407,7 @@ def checked_by(e, names=True):
     """e's lessons in words, "lessons 1, 2 and 11"; unnumbered ones by name, or with names=False by count."""
     labels = [label for _, label, numbers in lessons(TESTS[e.file]) if e.number in numbers]
     if not names and not all(len(label) <= 3 for label in labels):
-        return f"{len(labels)} lessons marked exercise({e.number})"
+        return f"{len(labels)} lessons marked exercise({e.number}) (pytest counts more: a lesson may run with several settings)"
     return "lesson " + labels[0] if len(labels) == 1 else f"lessons {', '.join(labels[:-1])} and {labels[-1]}"
 
 

@@ -300,6 +300,30 @@ def dropped_keys(M):
     return set(rows.pop())
 
 
+def slipped_row(row, real, gots):
+    """What a worked row's wrong drops at q = 1 (gots: p -> the set of keys dropped) match at every p, in
+    words, or '': Eq. 6's candidates read one place off, strictly above the threshold, or with the padding
+    counted in n; or none at all."""
+    real_keys = {j for j, r in enumerate(real) if r}
+
+    def region(scores, n, p, strict=False, shift=0):
+        idx = n * round((1 - p) * 10**6) // 10**6 + shift
+        if idx >= n:
+            return set()
+        b_hat = sorted(scores)
+        cand = {j for j in real_keys if (row[j] > b_hat[idx] if strict else row[j] >= b_hat[idx])}
+        return set() if cand == real_keys else cand  # the guard: a row that would lose every real key
+    real_scores, n = [row[j] for j in sorted(real_keys)], len(real_keys)
+    slips = [(lambda p: region(real_scores, n, p, shift=1), "the threshold read one place higher, b^[int(n (1 - p)) + 1]"),
+             (lambda p: region(real_scores, n, p, shift=-1) if p < 1 else set(),
+              "the threshold read one place lower, b^[int(n (1 - p)) - 1]"),
+             (lambda p: region(real_scores, n, p, strict=True), "candidates strictly above b^[int(n (1 - p))], not at or above"),
+             (lambda p: region(row, len(row), p), f"n taken as all {len(row)} keys, the padding among them"),
+             (lambda p: set(), "no drop at all, as if every coin came up keep at q = 1")]
+    names = [name for slip, name in slips if all(slip(p) == got for p, got in gots.items())]
+    return f" (at every p of this lesson, your drops are those of {' or of '.join(names)})" if names else ""
+
+
 @pytest.mark.exercise(5, 6)
 def test_mask_by_hand():
     """Lesson 6. Eq. 6-7 on one row, worked by hand: the candidates are the real keys scoring at or
@@ -316,12 +340,15 @@ def test_mask_by_hand():
     #                                           softmax), so addrop keeps such a row whole: nothing dropped
     row, real = [0.3, 0.9, 0.1, 0.5, 9.0, -9.0], [1, 1, 1, 1, 0, 0]
     said = "scores 0.3, 0.9, 0.1, 0.5 (keys 4, 5 padding, scored 9 and -9)"
-    for p, candidates in [(0, set()), (0.25, {1}), (0.5, {1, 3}), (0.75, {0, 1, 3}), (1.0, set())]:
-        got = dropped_keys(mask_of_row(row, real, p, q=1))
+    worked = [(0, set()), (0.25, {1}), (0.5, {1, 3}), (0.75, {0, 1, 3}), (1.0, set())]
+    gots = {p: dropped_keys(mask_of_row(row, real, p, q=1)) for p, _ in worked}
+    for p, candidates in worked:
+        got = gots[p]
         why = ("every real key is a candidate, and a row that would lose them all keeps them all" if p == 1 else
                "the real keys scoring at or above b^[int(n (1 - p))], each dropped as q = 1 (True = dropped; a "
                "candidate is dropped with probability q)")
-        true(got == candidates, f"{said}, p = {p}, q = 1: dropped {keys(got)}; expected {keys(candidates)}: {why}")
+        true(got == candidates, f"{said}, p = {p}, q = 1: dropped {keys(got)}; expected {keys(candidates)}: {why}"
+             + slipped_row(row, real, gots))
         got = dropped_keys(mask_of_row(row, real, p, q=0))
         true(got == set(), f"{said}, p = {p}, q = 0: dropped {keys(got)}; expected none: q = 0 drops nothing (True = dropped; a candidate is "
              "dropped with probability q)")
@@ -926,7 +953,12 @@ def watched(net):
     calls = []
 
     def hook(module, args, kwargs):
-        calls.append((module.training, args[3] if len(args) > 3 else kwargs.get("masks")))
+        masks = args[3] if len(args) > 3 else kwargs.get("masks")
+        calls.append((module.training, masks))
+        layers = len(module.encoder.layers)
+        true(masks is None or (isinstance(masks, (list, tuple)) and len(masks) == layers),
+             f"the model was handed masks {type(masks).__name__} of {len(masks) if hasattr(masks, '__len__') else '?'} "
+             f"entries; expected one entry per layer of the model ({layers}), None for a layer left unmasked")
     return calls, net.register_forward_pre_hook(hook, with_kwargs=True)
 
 

@@ -84,6 +84,8 @@ WRONG = [
     (11, "regression not handed on", 'batch["labels"] if gold else None, regression, m,',
      'batch["labels"] if gold else None, False, m,'),
     (11, "the loss on the pseudo labels", 'loss(logits, batch["labels"])', "loss(logits, logits.argmax(-1))"),
+    (11, "masks of the selected layers only, appended", "            masks[l] = M\n",
+     "            masks[l] = M\n        masks = [M for M in masks if M is not None]\n"),
     (11, "the model left in eval mode", "masks = [None] *", "model.eval(); masks = [None] *"),
     (11, "an attribution by backward()", "masks = [None] *",
      'model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])[0].sum().backward(); '
@@ -107,6 +109,10 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (6, "the guard clears the whole head"): "whole rows with no drop at all, rows that keep some real key",
         (8, "the chain rule's k/m"): "multiplied by k/m (the derivative of the function A -> F(k/m A)",
         (8, "A_l not multiplied in"): "the mean gradient along the path, not multiplied by A_l",
+        (5, "above the threshold, not at or above"): "your drops are those of the threshold read one place higher",
+        (5, "q as the probability to keep"): "your drops are those of no drop at all",
+        (11, "masks of the selected layers only, appended"): "the model was handed masks list of 2 entries; expected "
+                                                             "one entry per layer of the model (3)",
         (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
         (11, "masks for the selected layers only"): "the lesson stopped on IndexError: list assignment index out of range; "
