@@ -205,9 +205,9 @@ def test_integrated_gradients_completeness():
     """Lesson 3. Integrated gradients (Eq. 3) is a right Riemann sum of the path integral
     F(A) - F(0) = int_0^1 A . dF(aA)/dA da, so for each example the sum of B_l over heads and
     positions tends to F(A) - F(0) (one layer scaled, the others as they are). The sum's error
-    is about |g(1) - g(0)| / 2m: it shrinks roughly 4x each time m grows 4x. Two mistakes that break it
+    is about |g(1) - g(0)| / 2m: it shrinks roughly 4x each time m grows 4x. Three mistakes that break it
     are named first, at m = 4: each step's gradient times k/m (the chain rule's factor of A -> F(k/m A)),
-    and the mean gradient not multiplied by A_l."""
+    the mean gradient not multiplied by A_l, and the sum not divided by m."""
     net, batch = tiny_model(), padded_batch()
     l, c = 1, pseudo_labels(net, batch)
     yours = addrop.attribute(net, batch, [l], "iga", m=4)[l]
@@ -215,7 +215,9 @@ def test_integrated_gradients_completeness():
                          "each step's gradient dF/dA at k/m A multiplied by k/m (the derivative of the function "
                          "A -> F(k/m A), by the chain rule)"),
                         (plain_integrated_gradients(net, batch, l, 4, times_A=False),
-                         "the mean gradient along the path, not multiplied by A_l")]:
+                         "the mean gradient along the path, not multiplied by A_l"),
+                        (plain_integrated_gradients(net, batch, l, 4) * 4,
+                         "A_l times the sum of the m steps' gradients, not divided by m")]:
         if torch.allclose(yours, other, rtol=0, atol=1e-10) and not torch.allclose(
                 yours, plain_integrated_gradients(net, batch, l, 4), rtol=0, atol=1e-10):
             true(False, f"integrated gradients of layer {l} at m = 4 are {said}; expected Eq. 3: A_l / m times the sum "
