@@ -787,9 +787,19 @@ def test_token_attribution_is_eq3_summed_token_by_token():
     autograd calls, one per (token, class), to 1e-10 in float64. The paper's Eq. 3 keeps only the
     c = c~ term, (1 - P_c~) dF_c~/dA: that is a different matrix (here off by more than 1e-3), since
     the other logits move P_c~ too. First, the pseudo labels themselves (exercise 2): IGNORE kept where the
-    batch's labels have it, the argmax elsewhere."""
+    batch's labels have it, the argmax elsewhere; and the pseudo loss alone on 6 tokens, 2 of them IGNORE,
+    whose IGNORE tokens must be no term of it."""
     net, batch = tiny_token_model(), token_batch()
     token_pseudo_labels_keep_ignore(net, batch)
+    # the pseudo loss alone, on 6 tokens of which 2 are IGNORE: a term for an IGNORE token is named first
+    logits6 = torch.linspace(-2, 2, 6 * 4, dtype=torch.float64).view(2, 3, 4).sin() * 3
+    labels6 = torch.tensor([[1, addrop.IGNORE, 2], [addrop.IGNORE, 0, 3]])
+    yours, scored = addrop.pseudo_loss(logits6, labels6), labels6 != addrop.IGNORE
+    right = -logits6.log_softmax(-1)[scored].gather(1, labels6[scored][:, None]).sum()
+    as_zero = -logits6.log_softmax(-1).flatten(0, 1).gather(1, labels6.clamp(min=0).flatten()[:, None]).sum()
+    true(not (torch.isclose(yours, as_zero, rtol=0, atol=1e-10) and not torch.isclose(yours, right, rtol=0, atol=1e-10)),
+         f"pseudo_loss of 6 tokens, 2 of them IGNORE: {float(yours):.4f}, the loss with each IGNORE token counted as "
+         f"class 0; expected {float(right):.4f}, the 4 scored tokens' alone: an IGNORE token is no term of L")
     B_all = addrop.attribute(net, batch, ALL, "ga")
     logits, attns = run(net, batch)
     P = logits.softmax(-1).detach()

@@ -76,6 +76,7 @@ WRONG = [
     (9, "one mask for every head", "attention_mask.device), attention_mask)",
      "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
     (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
+    (10, "IGNORE counted as class 0", "labels.flatten(), ignore_index=IGNORE", "labels.clamp(min=0).flatten()"),
     (11, "the masks not given to the second forward", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], None)'),
     (11, "the mirror strategy dropped", "p, q, low, compile)", "p, q, False, compile)"),
     (11, "gold ignored", 'batch["labels"] if gold else None', "None"),
@@ -115,6 +116,7 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (5, "q as the probability to keep"): "your drops are those of no drop at all",
         (11, "masks of the selected layers only, appended"): "the model was handed masks list of 2 entries; expected "
                                                              "one entry per layer of the model (3)",
+        (10, "IGNORE counted as class 0"): "the loss with each IGNORE token counted as class 0",
         (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
         (11, "masks for the selected layers only"): "the lesson stopped on IndexError: list assignment index out of range; "
