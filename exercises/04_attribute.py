@@ -26,7 +26,7 @@ The model's encoder, its forward below the head:
         (dropped_A=True: each map taken after attention dropout)
 
 Afterwards, returned or raised, the model is in the mode it came in, and every parameter's .grad is as
-it was. The lessons check B_l against finite differences, one backward against one per layer, and each
+it was. Called under torch.no_grad() (as an evaluation loop may call it), it gives the same B_l. The lessons check B_l against finite differences, one backward against one per layer, and each
 behaviour above.
 
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's

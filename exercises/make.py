@@ -161,7 +161,7 @@ The model's encoder, its forward below the head:
         (dropped_A=True: each map taken after attention dropout)
 
 Afterwards, returned or raised, the model is in the mode it came in, and every parameter's .grad is as
-it was. The lessons check B_l against finite differences, one backward against one per layer, and each
+it was. Called under torch.no_grad() (as an evaluation loop may call it), it gives the same B_l. The lessons check B_l against finite differences, one backward against one per layer, and each
 behaviour above.""", (
         "The mode first: remember model.training, switch, and switch back in a finally. Then one case a "
         "method. For ga, the maps your forward hands out are tensors in the autograd graph: torch.autograd."
@@ -259,7 +259,8 @@ Eq. 3, integrated gradients: for each l in `layers`,
     B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
 
 F(k/m A_l) is F of the forward in which layer l's map is multiplied by k/m and every other layer runs
-as usual: the point k/m A_l of integrated gradients' straight path from 0 to A_l. F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
+as usual: the point k/m A_l of integrated gradients' straight path from 0 to A_l, at which F's gradient
+with respect to the map is taken. F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
 (Eq. 4, as exercise 2 settles them) of the unscaled forward, the same for every k.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
