@@ -187,7 +187,8 @@ Step 3 of AD-DROP, for one layer: the mask M_l of Eq. 6-7.
 scores           (B, H, T, T) the attribution B_l
 attention_mask   (B, T) 1 on real tokens, 0 on padding
 p, q             Eq. 6's candidate fraction and Eq. 7's drop rate
-low              True: the mirror strategy of Section 2.2, the LOWEST scores are the candidates
+low              True: the mirror strategy of Section 2.2, the LOWEST scores are the candidates, as many
+                 as the highest would be
 generator        the random stream of Eq. 7's coin flips (None: torch's default)
 returns          M (B, H, T, T) bool, True where M_l = -inf: the position is dropped
 

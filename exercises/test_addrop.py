@@ -304,8 +304,7 @@ def dropped_keys(M):
 
 def slipped_row(row, real, gots):
     """What a worked row's wrong drops at q = 1 (gots: p -> the set of keys dropped) match at every p, in
-    words, or '': Eq. 6's candidates read one place off, strictly above the threshold, or with the padding
-    counted in n; or none at all."""
+    words, or '': Eq. 6's candidates read one place off or strictly above the threshold, or none at all."""
     real_keys = {j for j, r in enumerate(real) if r}
 
     def region(scores, n, p, strict=False, shift=0):
@@ -320,7 +319,6 @@ def slipped_row(row, real, gots):
              (lambda p: region(real_scores, n, p, shift=-1) if p < 1 else set(),
               "the threshold read one place lower, b^[int(n (1 - p)) - 1]"),
              (lambda p: region(real_scores, n, p, strict=True), "candidates strictly above b^[int(n (1 - p))], not at or above"),
-             (lambda p: region(row, len(row), p), f"n taken as all {len(row)} keys, the padding among them"),
              (lambda p: set(), "no drop at all, as if every coin came up keep at q = 1")]
     names = [name for slip, name in slips if all(slip(p) == got for p, got in gots.items())]
     return f" (at every p of this lesson, your drops are those of {' or of '.join(names)})" if names else ""
@@ -358,6 +356,10 @@ def test_mask_by_hand():
     got = dropped_keys(mask_of_row(row, real, 0.5, q=1, low=True))
     true(got == {0, 2}, f"{said}, low=True, p = 0.5, q = 1: dropped {keys(got)}; expected key indices 0, 2, the lowest "
          "real scores (Section 2.2's mirror strategy)")
+    # as many as the high strategy's candidates: n - int(n (1 - p)) = 4 - int(2.8) = 2 at p = 0.3, not int(n p) = 1
+    got = dropped_keys(mask_of_row(row, real, 0.3, q=1, low=True))
+    true(got == {0, 2}, f"{said}, low=True, p = 0.3, q = 1: dropped {keys(got)}; expected key indices 0, 2: the "
+         "mirror strategy takes as many candidates as the high one, n - int(n (1 - p)) = 4 - int(2.8) = 2, the lowest")
     # the float trap: 10 * (1 - 0.9) = 0.9999999999999998, whose int() is 0, which would make all ten
     # keys candidates; the intended index is 1: every key but the lowest (key 3) is dropped
     got = dropped_keys(mask_of_row([5, 2, 7, 0, 9, 4, 8, 1, 6, 3], [1] * 10, 0.9, q=1))
@@ -665,7 +667,8 @@ def test_attention_and_random_ablations():
     """Lesson 13. Table 2's ablations. AA scores each position by its attention probability itself,
     so it needs no label and no layer above the highest selected one: those are not run. RD needs no scores: each real key is a candidate with probability p, dropped with
     probability q, so each real key is dropped independently with probability p * q: the count
-    is binomial, checked to 5 sigma; padding keys are never dropped."""
+    is binomial, checked to 5 sigma; padding keys are never dropped, and at p = q = 1 no real row loses
+    every real key (the guard)."""
     net, batch = tiny_model(), padded_batch()
     attns = run(net, batch)[1]
     aa = addrop.attribute(net, batch, ALL, "aa")
@@ -702,6 +705,11 @@ def test_attention_and_random_ablations():
     shared = [h for h in range(1, H) if torch.equal(M[:, h], M[:, 0])]
     true(not shared, f"random_mask gave heads {shared} the same mask as head 0, over 64 rows of 4-16 real keys; "
          "expected different masks: with independent coins per head, two heads agree there with probability below 1e-20")
+    # exercise 6's guard holds for RD too: at p = q = 1 every real key would go, so every row keeps them all
+    M1 = addrop.random_mask(big["attention_mask"], H, 1.0, 1.0)
+    lost = int(((M1 | ~tokens[:, None, None, :]).all(-1) & tokens[:, None, :]).sum())
+    true(not lost, f"random_mask(p = 1, q = 1) drops every real key in {lost} rows of real queries (-inf throughout: "
+         "NaN after the softmax); expected such rows whole, as exercise 6's rules keep them")
 
 
 

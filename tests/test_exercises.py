@@ -72,6 +72,11 @@ WRONG = [
     (8, "the chain rule's k/m", "total += g.view(k, B, H, T, T).sum(0)",
      "total += (g.view(k, B, H, T, T) * a.view(k, 1, 1, 1, 1)).sum(0)"),
     (9, "p alone for p q", "(B, H, T, T), p * q,", "(B, H, T, T), p,"),
+    (9, "real pairs only, no guard", "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)",
+     "real = attention_mask.bool()\n    return bernoulli((B, H, T, T), p * q, generator, attention_mask.device) & "
+     "real[:, None, :, None] & real[:, None, None, :]"),
+    (5, "low takes int(n p) candidates", "idx = n * keep // 10**6",
+     "idx = n - n * round(p * 10**6) // 10**6 if low else n * keep // 10**6"),
     (9, "the generator ignored", "p * q, generator,", "p * q, None,"),
     (9, "one mask for every head", "attention_mask.device), attention_mask)",
      "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
@@ -117,6 +122,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (11, "masks of the selected layers only, appended"): "the model was handed masks list of 2 entries; expected "
                                                              "one entry per layer of the model (3)",
         (10, "IGNORE counted as class 0"): "the loss with each IGNORE token counted as class 0",
+        (9, "real pairs only, no guard"): "random_mask(p = 1, q = 1) drops every real key in",
+        (5, "low takes int(n p) candidates"): "the mirror strategy takes as many candidates as the high one",
         (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
         (11, "masks for the selected layers only"): "the lesson stopped on IndexError: list assignment index out of range; "
