@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import addrop
 
-P, Q, B, H, T = 0.7, 0.1, 32, 12, 128
+P, Q, BATCH, H, T = 0.7, 0.1, 32, 12, 128  # BERT-base's shape, the RTE setting
 KEEP = round((1 - P) * 10**6)
 
 
@@ -70,13 +70,13 @@ def timed(ways, dev, rounds=15):
         print(f"{k:32} median {statistics.median(t):.3f} ms (rounds {min(t):.3f}-{max(t):.3f})", flush=True)
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--thresholds", action="store_true", help="time Eq. 6's threshold found other ways")
     ap.add_argument("--device", default="cuda", help="cuda (what it is for), or cpu to try it in miniature")
-    ap.add_argument("--batch-size", type=int, default=B)
-    args = ap.parse_args()
+    ap.add_argument("--batch-size", type=int, default=BATCH)
+    args = ap.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("studies/mask_graphs.py: no CUDA GPU here (--device cpu runs it in miniature)")
     B = args.batch_size

@@ -120,3 +120,15 @@ def test_mask_graphs_candidates_by_counting_equal_the_sorts(p):
             assert torch.equal((s >= thr(s, real, n, idx)) & pairs, ref), thr.__name__
     if p in (0.0, 1.0):
         assert torch.equal(ref, pairs.expand_as(ref) if p == 1 else torch.zeros_like(ref))
+
+
+@pytest.mark.parametrize("thresholds", [False, True])
+def test_mask_graphs_runs_in_miniature(thresholds, capsys):
+    """mask_graphs.py runs through on a CPU (--device cpu), both ways, and with --thresholds says that every
+    way's candidates equal the sort's: the script a GPU session runs first must not fail on its own code."""
+    mask_graphs.main(["--device", "cpu", "--batch-size", "2", "--layers", "2"] + ["--thresholds"] * thresholds)
+    out = capsys.readouterr().out
+    if thresholds:
+        assert out.count("equal the sort's on every real pair: True") == 4, out
+    else:
+        assert "one graph (layer_masks)" in out and "median" in out, out
