@@ -90,6 +90,22 @@ def pseudo_labels(net, batch):
         return run(net, batch)[0].argmax(-1)  # Eq. 4
 
 
+def label_names(labels, logits, batch, case, given=None):
+    """Fails with words if `labels`, what _unmasked_pass returned with labels=`case`, are not the labels to
+    attribute: `given` where labels were given, else Eq. 4's pseudo labels, the model's own predictions."""
+    expected = logits.detach().argmax(-1) if given is None else given
+    if torch.equal(labels, expected):
+        return
+    named = [(given, "the labels it was given"), (logits.detach().argmax(-1), "the model's predictions (Eq. 4)"),
+             (logits.detach().argmin(-1), "the least likely classes (an argmin)"), (batch["labels"], "the gold labels "
+             'batch["labels"]')]
+    what = next((words for t, words in named if t is not None and torch.equal(labels, t)), f"{labels.tolist()}")
+    true(False, f"_unmasked_pass(labels={case}) returned as the labels to attribute {what}; expected "
+         + ("the labels given: a caller that passes labels (Table 2's gold labels) attributes those" if given is not None
+            else "Eq. 4's pseudo labels, the model's own predictions argmax_c P_F(c | x): with no labels given, "
+            "AD-DROP attributes what the model predicts, not the gold label (Section 2.3 says why)"))
+
+
 def keys(positions, what="key"):
     """A set of key positions in words, by index: 'key indices 0-3, 7', 'key index 1', or 'none'."""
     runs = []
@@ -116,6 +132,9 @@ def test_gradient_is_a_finite_difference():
     true(tuple(labels.shape) == (B,) and not labels.is_floating_point(), f"_unmasked_pass(labels=None) on a batch of "
          f"{B} returned pseudo labels of shape {tuple(labels.shape)} ({labels.dtype}); expected one class index per "
          f"example, ({B},), integers")
+    label_names(labels, logits, batch, "None")
+    given = (pseudo_labels(net, batch) + 1) % 3  # a label on every example that is not the model's prediction
+    label_names(addrop._unmasked_pass(net, batch, given)[1], logits, batch, "a label other than the prediction", given)
     graphless = [l for l, A in enumerate(attns) if not A.requires_grad]
     false = [f"the maps of layers {graphless}"] * bool(graphless) + ["the logits"] * (not logits.requires_grad)
     true(not false, "the maps your forward returned carry no autograd graph (requires_grad False: "

@@ -43,6 +43,8 @@ WRONG = [
     (2, "probes not passed on", "dropped_A=dropped_A,\n                          probes=probes)", "dropped_A=dropped_A)"),
     (2, "IGNORE not kept in a token task's pseudo labels", "labels = pseudo_labels(logits, batch)",
      "labels = logits.argmax(-1)"),
+    (2, "the least likely class", "labels = pseudo_labels(logits, batch)", "labels = logits.argmin(-1)"),
+    (2, "the gold labels by default", "labels = pseudo_labels(logits, batch)", 'labels = batch["labels"]'),
     (2, "the pseudo labels over the batch", "labels = pseudo_labels(logits, batch)", "labels = logits.argmax(0)"),
     (2, "the forward under no_grad", "    logits, attns = model(", "    with torch.no_grad():\n        logits, attns = model("),
     (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
@@ -126,6 +128,10 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (5, "low takes int(n p) candidates"): "the mirror strategy takes as many candidates as the high one",
         (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
+        (2, "the least likely class"): "returned as the labels to attribute the least likely classes (an argmin)",
+        (2, "the gold labels by default"): 'returned as the labels to attribute the gold labels batch["labels"]',
+        (2, "the labels given ignored"): "returned as the labels to attribute the model's predictions (Eq. 4); "
+                                         "expected the labels given",
         (11, "masks for the selected layers only"): "the lesson stopped on IndexError: list assignment index out of range; "
                                                     "your code's lines on the way:",
         (2, "probes not passed on"): "returned logits that do not depend on the probes of layers [0, 1, 2]",
