@@ -13,6 +13,8 @@ with respect to the map is taken. F is Eq. 5's scalar (exercise 3) of `labels` a
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
                caller chose (exercise 4 sets it)
 layers, m      the layers to attribute (indices, 0 the lowest) and the number of steps
+labels, regression   as exercise 4 hands them on: None (the pseudo labels) or the labels to attribute;
+               for a regression head, exercise 4 hands on the batch's gold scores
 ig_budget      how many bytes a faster version may hold at once; a plain loop may ignore it
 returns        {l: B_l (B, H, T, T)}
 

@@ -140,7 +140,7 @@ Steps 1-2 of AD-DROP: the attribution scores B_l (B, H, T, T) of each layer l in
 {l: B_l}.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2
-method   "ga": Eq. 5, B_l = dF/dA_l, F exercise 3's scalar of the labels that exercise 2 settles, A_l
+method   "ga": Eq. 5, B_l = dF/dA_l, F Eq. 5's scalar (exercise 3) of the labels that exercise 2 settles, A_l
                layer l's attention probabilities; every selected layer's from ONE backward pass
          "iga": Eq. 3's integrated gradients with m steps (exercise 8, whose ig_budget this is)
          "aa": Table 2's AA: the attention probabilities A_l themselves; no layer above the highest
@@ -267,6 +267,8 @@ with respect to the map is taken. F is Eq. 5's scalar (exercise 3) of `labels` a
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
                caller chose (exercise 4 sets it)
 layers, m      the layers to attribute (indices, 0 the lowest) and the number of steps
+labels, regression   as exercise 4 hands them on: None (the pseudo labels) or the labels to attribute;
+               for a regression head, exercise 4 hands on the batch's gold scores
 ig_budget      how many bytes a faster version may hold at once; a plain loop may ignore it
 returns        {l: B_l (B, H, T, T)}
 

@@ -371,6 +371,12 @@ def test_mask_by_hand():
         got = dropped_keys(mask_of_row(row, real, p, q=0))
         true(got == set(), f"{said}, p = {p}, q = 0: dropped {keys(got)}; expected none: q = 0 drops nothing (True = dropped; a candidate is "
              "dropped with probability q)")
+    # int(n (1 - p)) is the floor: n = 10, p = 0.33, n (1 - p) = 6.7, index 6, b^[6] = 6: the four keys scoring 6-9
+    ten = [5, 2, 7, 0, 9, 4, 8, 1, 6, 3]
+    got = dropped_keys(mask_of_row(ten, [1] * 10, 0.33, q=1))
+    rounded = " (yours are those of index 7, n (1 - p) rounded)" * (got == {2, 4, 6})
+    true(got == {2, 4, 6, 8}, f"ten keys scored 5, 2, 7, 0, 9, 4, 8, 1, 6, 3, p = 0.33, q = 1: dropped {keys(got)}; "
+         f"expected key indices 2, 4, 6, 8, scored 6-9: int(n (1 - p)) = int(6.7) = 6, the floor{rounded}")
     # the mirror strategy of Section 2.2 (low=True) takes the LOWEST scores; padding (-9.0) still never
     got = dropped_keys(mask_of_row(row, real, 0.5, q=1, low=True))
     true(got == {0, 2}, f"{said}, low=True, p = 0.5, q = 1: dropped {keys(got)}; expected key indices 0, 2, the lowest "
@@ -379,9 +385,16 @@ def test_mask_by_hand():
     got = dropped_keys(mask_of_row(row, real, 0.3, q=1, low=True))
     true(got == {0, 2}, f"{said}, low=True, p = 0.3, q = 1: dropped {keys(got)}; expected key indices 0, 2: the "
          "mirror strategy takes as many candidates as the high one, n - int(n (1 - p)) = 4 - int(2.8) = 2, the lowest")
+    # ... on a row where that count is not int(n (1 - p)): n = 10, p = 0.6, high takes 10 - 4 = 6, so low takes
+    # the six lowest (scores 0-5), not the int(n (1 - p)) = 4 below the high strategy's threshold b^[4] = 4
+    got = dropped_keys(mask_of_row(ten, [1] * 10, 0.6, q=1, low=True))
+    below = " (yours took int(n (1 - p)) = 4, the keys below the high strategy's threshold)" * (got == {1, 3, 7, 9})
+    true(got == {0, 1, 3, 5, 7, 9}, f"ten keys scored 5, 2, 7, 0, 9, 4, 8, 1, 6, 3, low=True, p = 0.6, q = 1: dropped "
+         f"{keys(got)}; expected key indices 0, 1, 3, 5, 7, 9, the six lowest scores: the mirror strategy takes as "
+         f"many candidates as the high one, n - int(n (1 - p)) = 10 - 4 = 6{below}")
     # the float trap: 10 * (1 - 0.9) = 0.9999999999999998, whose int() is 0, which would make all ten
     # keys candidates; the intended index is 1: every key but the lowest (key 3) is dropped
-    got = dropped_keys(mask_of_row([5, 2, 7, 0, 9, 4, 8, 1, 6, 3], [1] * 10, 0.9, q=1))
+    got = dropped_keys(mask_of_row(ten, [1] * 10, 0.9, q=1))
     true(got == set(range(10)) - {3}, f"ten keys scored 5, 2, 7, 0, 9, 4, 8, 1, 6, 3, p = 0.9, q = 1: dropped "
          f"{keys(got)}; expected every key but the lowest, key index 3: int(n (1 - p)) is 1, though in floating point "
          "10 * (1 - 0.9) is 0.9999999999999998")

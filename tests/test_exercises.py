@@ -79,6 +79,11 @@ WRONG = [
      "real[:, None, :, None] & real[:, None, None, :]"),
     (5, "low takes int(n p) candidates", "idx = n * keep // 10**6",
      "idx = n - n * round(p * 10**6) // 10**6 if low else n * keep // 10**6"),
+    (5, "n (1 - p) rounded", "idx = n * keep // 10**6", "idx = (n * keep + 5 * 10**5) // 10**6"),
+    (5, "low takes the keys below the threshold", (chunk := make.real_body(make.BY_NUMBER[5]).split("    if low:")[1]
+                                                            .split("  # Eq. 6: s = 0")[0]),
+     chunk.replace("\n        scores = -scores", " pass").replace("drop = scores >= thr",
+                                                                  "drop = (scores < thr) if low else (scores >= thr)")),
     (9, "the generator ignored", "p * q, generator,", "p * q, None,"),
     (9, "one mask for every head", "attention_mask.device), attention_mask)",
      "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
@@ -125,6 +130,10 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
                                                              "one entry per layer of the model (3)",
         (10, "IGNORE counted as class 0"): "the loss with each IGNORE token counted as class 0",
         (9, "real pairs only, no guard"): "random_mask(p = 1, q = 1) drops every real key in",
+        (5, "n (1 - p) rounded"): "int(n (1 - p)) = int(6.7) = 6, the floor (yours are those of index 7, n (1 - p) "
+                                  "rounded)",
+        (5, "low takes the keys below the threshold"): "yours took int(n (1 - p)) = 4, the keys below the high "
+                                                       "strategy's threshold",
         (5, "low takes int(n p) candidates"): "the mirror strategy takes as many candidates as the high one",
         (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
