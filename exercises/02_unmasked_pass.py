@@ -18,6 +18,7 @@ returns    (logits, labels, attns): this forward's logits and maps, and the labe
 
 Where a token task does not score a token (batch["labels"] is IGNORE there: word continuations,
 special tokens, padding), the token has no pseudo label either: IGNORE.
+A regression head has no pseudo label: exercise 4 passes its gold scores as `labels`.
 
 The lessons check that a label given is the label attributed, that with none the attribution is that
 of the model's own prediction, that the model is handed dropped_A and probes, and the rule for

@@ -48,6 +48,8 @@ WRONG = [
     (2, "the pseudo labels over the batch", "labels = pseudo_labels(logits, batch)", "labels = logits.argmax(0)"),
     (2, "the forward under no_grad", "    logits, attns = model(", "    with torch.no_grad():\n        logits, attns = model("),
     (3, "a mean for the sum", "labels[:, None]).sum()", "labels[:, None]).mean()"),
+    (3, "the log-probability for the logit", "return logits.gather(1, labels[:, None]).sum()",
+     "return logits.log_softmax(-1).gather(1, labels[:, None]).sum()"),
     (3, "regression without the 1/2", "-0.5 * ((", "-(("),
     (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
     (4, "AA runs every layer", "depth=max(layers) + 1", "depth=None"),
@@ -88,6 +90,8 @@ WRONG = [
     (9, "one mask for every head", "attention_mask.device), attention_mask)",
      "attention_mask.device)[:, :1].repeat(1, H, 1, 1), attention_mask)"),
     (10, "a mean for the sum", 'reduction="sum"', 'reduction="mean"'),
+    (10, "the raw logits for the log-probabilities", 'return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), '
+     'ignore_index=IGNORE, reduction="sum")', "k = labels != IGNORE\n    return -logits[k].gather(1, labels[k][:, None]).sum()"),
     (10, "IGNORE counted as class 0", "labels.flatten(), ignore_index=IGNORE", "labels.clamp(min=0).flatten()"),
     (11, "the masks not given to the second forward", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], None)'),
     (11, "the mirror strategy dropped", "p, q, low, compile)", "p, q, False, compile)"),
@@ -149,6 +153,11 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (9, "the generator ignored"): "torch's default stream seeded 123 and then 456, gave masks that differ",
         (11, "the layers in reversed order"): "your masks are the real ones drawn in another order of the layers ([2, 1, "
                                               "0], same seed); expected them drawn in the order `layers` lists them",
+        (3, "the log-probability for the logit"): "the sum of the labels' log-probabilities (log-softmax), not of "
+                                                  "their logits",
+        (10, "the raw logits for the log-probabilities"): "minus the sum of the labels' logits, not of their "
+                                                          "log-probabilities",
+        (8, "a left Riemann sum"): "the gradient at the zero map, the start of the path (k = 0: a left Riemann sum)",
         (3, "a mean for the sum"): "is 1/4 of the change of example 0's own pseudo-label logit",
         (3, "regression without the 1/2"): "actual = 2 x expected: every entry 2 times what is expected",
         (4, "one backward per layer"): "for 3 layers the gradient flowed back through the logits 3 times; expected once",
