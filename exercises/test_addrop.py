@@ -240,9 +240,10 @@ def test_integrated_gradients_completeness():
     """Lesson 3. Integrated gradients (Eq. 3) is a right Riemann sum of the path integral
     F(A) - F(0) = int_0^1 A . dF(aA)/dA da, so for each example the sum of B_l over heads and
     positions tends to F(A) - F(0) (one layer scaled, the others as they are). The sum's error
-    is about |g(1) - g(0)| / 2m: it shrinks roughly 4x each time m grows 4x. Three mistakes that break it
+    is about |g(1) - g(0)| / 2m: it shrinks roughly 4x each time m grows 4x. Four mistakes that break it
     are named first, at m = 4: each step's gradient times k/m (the chain rule's factor of A -> F(k/m A)),
-    the mean gradient not multiplied by A_l, and the sum not divided by m."""
+    the mean gradient not multiplied by A_l, the sum not divided by m, and each step's own prediction
+    attributed instead of the unscaled forward's pseudo label."""
     net, batch = tiny_model(), padded_batch()
     l, c = 1, pseudo_labels(net, batch)
     yours = addrop.attribute(net, batch, [l], "iga", m=4)[l]
@@ -252,7 +253,10 @@ def test_integrated_gradients_completeness():
                         (plain_integrated_gradients(net, batch, l, 4, times_A=False),
                          "the mean gradient along the path, not multiplied by A_l"),
                         (plain_integrated_gradients(net, batch, l, 4) * 4,
-                         "A_l times the sum of the m steps' gradients, not divided by m")]:
+                         "A_l times the sum of the m steps' gradients, not divided by m"),
+                        (plain_integrated_gradients(net, batch, l, 4, relabel=True),
+                         "the gradients of F for each step's own predicted class (pseudo labels taken anew at every "
+                         "point k/m A_l), not for the unscaled forward's pseudo labels, the same at every k")]:
         if torch.allclose(yours, other, rtol=0, atol=1e-10) and not torch.allclose(
                 yours, plain_integrated_gradients(net, batch, l, 4), rtol=0, atol=1e-10):
             true(False, f"integrated gradients of layer {l} at m = 4 are {said}; expected Eq. 3: A_l / m times the sum "
@@ -292,14 +296,15 @@ def test_one_step_integrated_gradient_is_attention_times_gradient():
               "A_l * dF/dA_l (gradient x input)", atol=1e-12)
 
 
-def plain_integrated_gradients(net, batch, l, m, weight=lambda a: 1, times_A=True):
+def plain_integrated_gradients(net, batch, l, m, weight=lambda a: 1, times_A=True, relabel=False):
     """Eq. 3 as the authors run it: m full forwards from the embeddings, layer l's attention
     scaled by k/m, one autograd call each (each step's gradient times weight(k/m): 1 in Eq. 3; and the
-    mean times A_l: times_A=False leaves that out)."""
+    mean times A_l: times_A=False leaves that out; relabel=True, a slip: each step's own prediction)."""
     c = pseudo_labels(net, batch)
     total = 0
     for k in range(1, m + 1):
         logits, A_scaled = forward_scaled(net, batch, l, k / m)
+        c = logits.detach().argmax(-1) if relabel else c
         total = total + weight(k / m) * torch.autograd.grad(logits.gather(1, c[:, None]).sum(), A_scaled)[0]
     return (run(net, batch)[1][l].detach() if times_A else 1) * total / m
 
@@ -1167,8 +1172,18 @@ def test_step_leaves_no_gradient_from_the_attribution():
     net.train()
     net.zero_grad(set_to_none=True)
     torch.manual_seed(0)
+    given = []  # the labels each call of the loss got
+
+    def loss_seen(logits, labels):
+        given.append(labels)
+        return loss_sum(logits, labels)
     with composed():
-        loss, masks = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_sum)
+        loss, masks = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_seen)
+    gold = batch["labels"]
+    off = [labels for labels in given if not (isinstance(labels, torch.Tensor) and torch.equal(labels, gold))]
+    true(not off, f"the step called `loss` on the labels {', '.join(str(o.tolist()) for o in off)}, the batch's gold labels "
+         f"being {gold.tolist()}; expected the loss on the gold labels batch['labels']: the pseudo labels are only what "
+         "the attribution explains (Algorithm 1: the new loss of the new prediction P_F(y_i | x_i), y_i the training sample's label)")
     leaked = [name for name, w in net.named_parameters() if w.grad is not None]
     true(not leaked, f"after the step, before its loss is backpropagated, {len(leaked)} parameters have a gradient "
          f"({', '.join(leaked[:3])}, ...); expected none: the attribution may not touch .grad")

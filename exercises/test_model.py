@@ -171,13 +171,18 @@ def test_scores_are_scaled_as_eq1():
                      f"Eq. 1 scales them, by 1/sqrt(D) = 1/sqrt({D}), D the head's width")
         q_mixed = layer.q(x).view(B, T_, D, H).permute(0, 3, 1, 2)  # head h the channels h, h + H, h + 2H, ...
         k_mixed = layer.k(x).view(B, T_, D, H).permute(0, 3, 1, 2)
+        q_flat, k_flat = layer.q(x).reshape(B, H, T_, D), layer.k(x).reshape(B, H, T_, D)  # tokens and heads mixed
         for other, said in [((scores / math.sqrt(D) + pad).softmax(-2), "the softmax taken over the queries (axis "
                              "-2) of each key; expected over the keys of each query, a distribution a row"),
                             ((scores / math.sqrt(D)).softmax(-1), "softmax(q k^T / sqrt(D)) with no padding mask: "
                              "padding keys get attention; expected none"),
                             ((q_mixed @ k_mixed.transpose(-2, -1) / math.sqrt(D) + pad).softmax(-1), "computed with "
                              "head h on the channels h, h + H, h + 2H, ...; expected head h on the channels h D to "
-                             "(h + 1) D - 1")]:
+                             "(h + 1) D - 1"),
+                            ((q_flat @ k_flat.transpose(-2, -1) / math.sqrt(D) + pad).softmax(-1), "computed from q "
+                             "and k (B, T, C) reshaped straight to (B, H, T, D), which deals each head rows of several "
+                             "tokens; expected each token's C channels split into H heads of D, then heads moved "
+                             "before tokens")]:
             if A.shape == other.shape and torch.allclose(A, other, rtol=0, atol=1e-10, equal_nan=True):
                 true(False, f"layer 0's A is {said}")
         close(A, (scores / math.sqrt(D) + pad).softmax(-1), "layer 0's A, against softmax(q k^T / sqrt(D) + the "
@@ -388,6 +393,8 @@ def test_mask_drops_exactly_one_entry():
     same(attns_m[0], attns[0], "layer 0's A with a mask for layer 1 only, against A without masks")
     A, A_m = attns[1], attns_m[1]
     true(A[b, h, q, k] > 0, f"the entry to drop has attention {A[b, h, q, k]:.1e} without the mask; expected above 0")
+    true(not (A_m[b, h, k, q] == 0 and A_m[b, h, q, k] > 0), f"a mask at (example {b}, head {h}, query {q}, key {k}) "
+         f"zeroed the entry of query {k}, key {q} instead: M transposed; expected M[b, h, i, j] to drop query i's key j")
     true(A_m[b, h, q, k] == 0, f"the entry masked with -inf has attention {A_m[b, h, q, k]:.1e}; expected exactly 0: "
          "M_l is added inside the softmax")
     others = torch.ones_like(A, dtype=torch.bool)

@@ -38,6 +38,9 @@ WRONG = [
      'bias = 0 if M is None else torch.zeros_like(pad).masked_fill(M, float("-inf"))'),
     (1, "heads on interleaved channels", ".view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)\n    k = layer.k(x).view(B, T, H, D).transpose(1, 2)",
      ".view(B, T, D, H).permute(0, 3, 1, 2)\n    k = layer.k(x).view(B, T, D, H).permute(0, 3, 1, 2)"),
+    (1, "heads by a straight reshape", ".view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)\n    k = layer.k(x).view(B, T, H, D).transpose(1, 2)",
+     ".reshape(B, H, T, D)\n    k = layer.k(x).reshape(B, H, T, D)"),
+    (1, "M transposed", 'pad.masked_fill(M, float("-inf"))', 'pad.masked_fill(M.transpose(-2, -1), float("-inf"))'),
     (2, "the labels given ignored", "if labels is None:", "if True:"),
     (2, "dropped_A not passed on", ", dropped_A=dropped_A,", ","),
     (2, "probes not passed on", "dropped_A=dropped_A,\n                          probes=probes)", "dropped_A=dropped_A)"),
@@ -71,6 +74,8 @@ WRONG = [
     (6, "padding queries masked", "real[:, None, :, None] & real[:, None, None, :]", "real[:, None, None, :]"),
     (7, "the parity flipped", "epoch % 2 == 0", "epoch % 2 == 1"),
     (8, "A_l not multiplied in", "scores[l] = attns[l] * total / m", "scores[l] = total / m"),
+    (8, "pseudo labels taken anew at each step", "F_k = objective(model.head(h), labels.repeat(",
+     "F_k = objective(model.head(h), model.head(h).argmax(-1) if labels.dim() == 1 and not regression else labels.repeat("),
     (8, "a left Riemann sum", "torch.arange(1, m + 1,", "torch.arange(0, m,"),
     (8, "the sum not divided by m", "scores[l] = attns[l] * total / m", "scores[l] = attns[l] * total"),
     (8, "the chain rule's k/m", "total += g.view(k, B, H, T, T).sum(0)",
@@ -141,6 +146,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (5, "low takes int(n p) candidates"): "the mirror strategy takes as many candidates as the high one",
         (1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as Eq. 1 scales them, by 1/sqrt(D)",
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
+        (1, "heads by a straight reshape"): "reshaped straight to (B, H, T, D)",
+        (1, "M transposed"): "M transposed; expected M[b, h, i, j] to drop query i's key j",
         (2, "the least likely class"): "returned as the labels to attribute the least likely classes (an argmin)",
         (2, "the gold labels by default"): 'returned as the labels to attribute the gold labels batch["labels"]',
         (2, "the labels given ignored"): "returned as the labels to attribute the model's predictions (Eq. 4); "
@@ -157,6 +164,7 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
                                                   "their logits",
         (10, "the raw logits for the log-probabilities"): "minus the sum of the labels' logits, not of their "
                                                           "log-probabilities",
+        (8, "pseudo labels taken anew at each step"): "for each step's own predicted class (pseudo labels taken anew",
         (8, "a left Riemann sum"): "the gradient at the zero map, the start of the path (k = 0: a left Riemann sum)",
         (3, "a mean for the sum"): "is 1/4 of the change of example 0's own pseudo-label logit",
         (3, "regression without the 1/2"): "actual = 2 x expected: every entry 2 times what is expected",
@@ -167,6 +175,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (9, "p alone for p q"): "dropped 7646 of 15512 real pairs; expected p q x 15512 = 1551",
         (9, "one mask for every head"): "the same mask as head 0",
         (10, "a mean for the sum"): "the token attribution is 1/13 of -dL/dA_l",
+        (11, "the loss on the pseudo labels"): "the step called `loss` on the labels [2, 2, 2, 2], the batch's gold "
+                                               "labels being [0, 0, 1, 0]",
         (11, "compile ignored"): "compile='aot_eager'",
         (11, "masks handed to forward by keyword"): "forward was called with 3 positional argument(s) and keyword(s) "
                                                     "['masks']",
