@@ -162,6 +162,18 @@ def test_gradient_is_a_finite_difference():
     true(not unused, f"_unmasked_pass(..., probes=P) returned logits that do not depend on the probes of layers "
          f"{unused}: the model was not given them; expected this forward to honour `probes` (and `dropped_A`) as "
          "the caller chose them (the contract): exercise 4's attribution differentiates with respect to them")
+    with torch.no_grad():  # in train mode (attention dropout on), dropped_A=True hands out each map after dropout
+        maps = {}
+        for key, call in [("yours", lambda: addrop._unmasked_pass(net, batch, None, dropped_A=True)[2]),
+                          ("after", lambda: run(net, batch, dropped_A=True)[1]), ("before", lambda: run(net, batch)[1])]:
+            net.train()
+            torch.manual_seed(0)  # the same dropout draws in each
+            maps[key] = call()
+        net.eval()
+    true(not (all(map(torch.equal, maps["yours"], maps["before"])) and not torch.equal(maps["after"][0], maps["before"][0])),
+         "_unmasked_pass(..., dropped_A=True), in train mode, returned the maps before attention dropout: the model "
+         "was not handed dropped_A; expected this forward to honour `dropped_A` (and `probes`) as the caller chose "
+         "them (the contract): the authors' first pass attributes the map after dropout (train.py --first-pass train)")
     B_all = addrop.attribute(net, batch, ALL, "ga")
     with torch.no_grad():  # a caller's no_grad (an evaluation loop, say) must not stop attribute's backward
         try:
@@ -435,10 +447,15 @@ def test_mask_by_hand():
 @pytest.mark.exercise(5)
 def test_threshold_index_is_exact_on_long_rows():
     """Lesson 6b. int(n(1-p)) must be exact for every real length, not only short ones: with
-    n = 75 and p = 0.16, n(1-p) = 63, so exactly 75 - 63 = 12 distinct keys are candidates."""
+    n = 75 and p = 0.16, n(1-p) = 63, so exactly 75 - 63 = 12 distinct keys are candidates. And for every p
+    to 6 decimals (the contract), not to fewer: n = 100, p = 0.123456, n(1-p) = 87.6544, so 13 are."""
     got = dropped_keys(mask_of_row([float(j) for j in range(75)], [1] * 75, 0.16, q=1))
     true(got == set(range(63, 75)), f"75 keys scored 0 to 74, p = 0.16, q = 1: dropped {keys(got)}; expected "
          "key indices 63-74: n (1 - p) = 63 exactly")
+    got = dropped_keys(mask_of_row([float(j) for j in range(100)], [1] * 100, 0.123456, q=1))
+    true(got == set(range(87, 100)), f"100 keys scored 0 to 99, p = 0.123456, q = 1: dropped {keys(got)}; expected "
+         "key indices 87-99: n (1 - p) = 87.6544, int() 87, with p taken to its 6 decimals"
+         + " (yours are those of p = 0.12, p rounded to 2 decimals)" * (got == set(range(88, 100))))
 
 
 def paper_candidates(scores, attention_mask, p):
@@ -558,7 +575,9 @@ def test_dropped_fraction_matches_expectation(p, q):
     N = sum(H * k * (k - int(k * (1 - p) + 1e-6)) for k in n.tolist())  # candidate pairs
     sigma5 = 5 * math.sqrt(N * q * (1 - q))
     true(abs(dropped - q * N) < sigma5, f"drop_mask(p = {p}, q = {q}) on {B} rows of 10-20 real keys: dropped "
-         f"{dropped} real pairs; expected q x {N} candidates = {q * N:.0f} +- {sigma5:.0f} (5 sigma)")
+         f"{dropped} real pairs; expected q x {N} candidates = {q * N:.0f} +- {sigma5:.0f} (5 sigma)"
+         + (" (near q N: coins shared along an axis swing the count this far around it, where independent ones "
+            "do not; lesson 8b checks each axis)" * (abs(dropped - q * N) < 5 * sigma5)))
     # dropped_fraction divides two integer counts into a float32: equal to float32 precision
     close(addrop.dropped_fraction([M], attention_mask).item(), dropped / (H * pairs.sum().item()),
           "dropped_fraction, against the dropped real pairs counted over all real pairs", atol=1e-6)
@@ -869,7 +888,10 @@ def test_token_attribution_is_eq3_summed_token_by_token():
         "the loss with each IGNORE token counted as class 0": as_zero,
         "minus the sum of the labels' logits, not of their log-probabilities (log-softmax)":
             -logits6[scored].gather(1, labels6[scored][:, None]).sum(),
-        "the loss with its sign flipped": -right}, "pseudo_loss of 6 tokens, 2 of them IGNORE",
+        "the loss with its sign flipped": -right,
+        "the log-probabilities taken over the tokens (log_softmax on axis 1), not over the classes":
+            -logits6.log_softmax(1)[scored].gather(1, labels6[scored][:, None]).sum()},
+        "pseudo_loss of 6 tokens, 2 of them IGNORE",
         "the 4 scored tokens' -log P(c~_i | x, i) summed (Appendix A, Eq. 2): an IGNORE token is no term of L")
     B_all = addrop.attribute(net, batch, ALL, "ga")
     logits, attns = run(net, batch)
@@ -1142,6 +1164,16 @@ def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
         true(net.training == training, f"the step handed the model back in {'train' if net.training else 'eval'} "
              f"mode; it came in {mode} mode")
     net.train()
+    calls, handle = watched(net)  # layers above the highest selected one get their None too
+    torch.manual_seed(0)
+    try:
+        with composed():
+            _, masks = addrop.addrop_step(net, batch, [0], 0.5, 1.0, loss_sum)
+    finally:
+        handle.remove()
+    true(isinstance(masks, list) and len(masks) == L, f"the step on layers [0] returned masks "
+         f"{type(masks).__name__} {len(masks) if isinstance(masks, list) else masks}; expected a list of {L}, one entry "
+         "per layer of the model, None for each layer left unmasked, those above the highest selected one too")
     through = []
 
     def forward(*args, **kwargs):

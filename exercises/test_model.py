@@ -157,9 +157,11 @@ def test_scores_are_scaled_as_eq1():
     layer = net.encoder.layers[0]
     with torch.no_grad():
         x, pad = net.encoder.embed(ids, mask, types)
-        A = model.attention(layer, x, pad)[0]
+        A, v = model.attention(layer, x, pad)
         B, T_, C = x.size()
         H, D = layer.H, C // layer.H
+        true(tuple(v.shape) == (B, H, T_, D), f"attention returned v of shape {tuple(v.shape)}; expected (B, H, T, D) "
+             f"= {(B, H, T_, D)}, the values in heads as q and k are (the contract)")
         q = layer.q(x).view(B, T_, H, D).transpose(1, 2)  # (B, H, T, D)
         k = layer.k(x).view(B, T_, H, D).transpose(1, 2)  # (B, H, T, D)
         scores = q @ k.transpose(-2, -1)  # (B, H, T, T)

@@ -41,6 +41,10 @@ WRONG = [
     (1, "heads by a straight reshape", ".view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)\n    k = layer.k(x).view(B, T, H, D).transpose(1, 2)",
      ".reshape(B, H, T, D)\n    k = layer.k(x).reshape(B, H, T, D)"),
     (1, "M transposed", 'pad.masked_fill(M, float("-inf"))', 'pad.masked_fill(M.transpose(-2, -1), float("-inf"))'),
+    (1, "v in tokens first", "v = layer.v(x).view(B, T, H, D).transpose(1, 2)", "v = layer.v(x).view(B, T, H, D)"),
+    (10, "log-softmax over the tokens", 'return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), '
+     'ignore_index=IGNORE, reduction="sum")',
+     "k = labels != IGNORE\n    return -logits.log_softmax(1)[k].gather(1, labels[k][:, None]).sum()"),
     (2, "the labels given ignored", "if labels is None:", "if True:"),
     (2, "dropped_A not passed on", ", dropped_A=dropped_A,", ","),
     (2, "probes not passed on", "dropped_A=dropped_A,\n                          probes=probes)", "dropped_A=dropped_A)"),
@@ -104,6 +108,9 @@ WRONG = [
     (11, "masks handed to forward by keyword", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], masks=masks)'),
     (11, "masks for the selected layers only", "masks = [None] * model.cfg.num_hidden_layers",
      "masks = [None] * len(layers)"),
+    (11, "masks up to the highest selected layer", "masks = [None] * model.cfg.num_hidden_layers",
+     "masks = [None] * (max(layers) + 1)"),
+    (5, "p to 2 decimals", "keep = round((1 - p) * 10**6)", "keep = round((1 - round(p, 2)) * 10**6)"),
     (11, "regression not handed on", 'batch["labels"] if gold else None, regression, m,',
      'batch["labels"] if gold else None, False, m,'),
     (11, "the loss on the pseudo labels", 'loss(logits, batch["labels"])', "loss(logits, logits.argmax(-1))"),
@@ -148,6 +155,12 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (2, "the pseudo labels over the batch"): "returned pseudo labels of shape (3,)",
         (1, "heads by a straight reshape"): "reshaped straight to (B, H, T, D)",
         (1, "M transposed"): "M transposed; expected M[b, h, i, j] to drop query i's key j",
+        (2, "dropped_A not passed on"): "returned the maps before attention dropout: the model was not handed dropped_A",
+        (11, "masks up to the highest selected layer"): "the model was handed masks list of 1 entries; expected one "
+                                                        "entry per layer of the model (3)",
+        (5, "p to 2 decimals"): "yours are those of p = 0.12, p rounded to 2 decimals",
+        (1, "v in tokens first"): "attention returned v of shape (3, 9, 4, 8); expected (B, H, T, D) = (3, 4, 9, 8)",
+        (10, "log-softmax over the tokens"): "the log-probabilities taken over the tokens (log_softmax on axis 1)",
         (2, "the least likely class"): "returned as the labels to attribute the least likely classes (an argmin)",
         (2, "the gold labels by default"): 'returned as the labels to attribute the gold labels batch["labels"]',
         (2, "the labels given ignored"): "returned as the labels to attribute the model's predictions (Eq. 4); "
