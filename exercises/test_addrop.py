@@ -1174,6 +1174,18 @@ def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
     true(isinstance(masks, list) and len(masks) == L, f"the step on layers [0] returned masks "
          f"{type(masks).__name__} {len(masks) if isinstance(masks, list) else masks}; expected a list of {L}, one entry "
          "per layer of the model, None for each layer left unmasked, those above the highest selected one too")
+    runs = []  # RD needs no scores: the encoder runs once, in the masked forward
+    handle = net.encoder.register_forward_pre_hook(lambda module, args: runs.append(module.training))
+    try:
+        for first_pass in ("eval", "train"):
+            runs.clear()
+            with composed():
+                addrop.addrop_step(net, batch, [0, 2], 0.5, 0.5, loss_sum, method="rd", first_pass=first_pass)
+            true(len(runs) == 1, f"the step with method='rd' (first_pass={first_pass!r}) ran the encoder {len(runs)} "
+                 "times; expected once, the masked forward: RD draws its masks without scores, so no first pass runs "
+                 "(one would cost a forward, and in train mode draw dropout's random numbers too)")
+    finally:
+        handle.remove()
     through = []
 
     def forward(*args, **kwargs):

@@ -108,6 +108,8 @@ WRONG = [
     (11, "masks handed to forward by keyword", 'batch["token_type_ids"], masks)', 'batch["token_type_ids"], masks=masks)'),
     (11, "masks for the selected layers only", "masks = [None] * model.cfg.num_hidden_layers",
      "masks = [None] * len(layers)"),
+    (11, "an attribution for RD too", 'if method == "rd":  # RD: no attribution, a random mask per layer',
+     'attribute(model, batch, layers, "ga", first_pass=first_pass)\n    if method == "rd":'),
     (11, "masks up to the highest selected layer", "masks = [None] * model.cfg.num_hidden_layers",
      "masks = [None] * (max(layers) + 1)"),
     (5, "p to 2 decimals", "keep = round((1 - p) * 10**6)", "keep = round((1 - round(p, 2)) * 10**6)"),
@@ -156,6 +158,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (1, "heads by a straight reshape"): "reshaped straight to (B, H, T, D)",
         (1, "M transposed"): "M transposed; expected M[b, h, i, j] to drop query i's key j",
         (2, "dropped_A not passed on"): "returned the maps before attention dropout: the model was not handed dropped_A",
+        (11, "an attribution for RD too"): "the step with method='rd' (first_pass='eval') ran the encoder 2 times; "
+                                           "expected once",
         (11, "masks up to the highest selected layer"): "the model was handed masks list of 1 entries; expected one "
                                                         "entry per layer of the model (3)",
         (5, "p to 2 decimals"): "yours are those of p = 0.12, p rounded to 2 decimals",
