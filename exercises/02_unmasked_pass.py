@@ -13,7 +13,8 @@ labels     (B,), or (B, T) for a token task; None: the pseudo labels
 dropped_A, probes   the model's keywords of those names, chosen by the caller, which this forward
            honours: dropped_A=True hands out each A_l after attention dropout; probes, None or a zero
            (B, H, T, T) per layer that the model adds to A_l, so that a caller may differentiate with
-           respect to it instead of A_l (torch.compile's way; exercise 4 need not)
+           respect to it instead of A_l (a compiled model allows only that; exercise 4, run eagerly, may
+           differentiate with respect to A_l itself)
 returns    (logits, labels, attns): this forward's logits and maps, and the labels to attribute
 
 Where a token task does not score a token (batch["labels"] is IGNORE there: word continuations,

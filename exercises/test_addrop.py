@@ -108,7 +108,8 @@ def label_names(labels, logits, batch, case, given=None):
     named = [(given, "the labels it was given"), (logits.detach().argmax(-1), "the model's predictions (Eq. 4)"),
              (logits.detach().argmin(-1), "the least likely classes (an argmin)"), (batch["labels"], "the gold labels "
              'batch["labels"]')]
-    what = next((words for t, words in named if t is not None and torch.equal(labels, t)), f"{labels.tolist()}")
+    what = next((words for t, words in named if t is not None and torch.equal(labels, t)),
+                f"{labels.tolist()}, where the model predicts {logits.detach().argmax(-1).tolist()}")
     true(False, f"_unmasked_pass(labels={case}) returned as the labels to attribute {what}; expected "
          + ("the labels given: a caller that passes labels (Table 2's gold labels) attributes those" if given is not None
             else "Eq. 4's pseudo labels, the model's own predictions argmax_c P_F(c | x): with no labels given, "
@@ -141,9 +142,12 @@ def test_gradient_is_a_finite_difference():
     true(tuple(labels.shape) == (B,) and not labels.is_floating_point(), f"_unmasked_pass(labels=None) on a batch of "
          f"{B} returned pseudo labels of shape {tuple(labels.shape)} ({labels.dtype}); expected one class index per "
          f"example, ({B},), integers")
-    label_names(labels, logits, batch, "None")
-    given = (pseudo_labels(net, batch) + 1) % 3  # a label on every example that is not the model's prediction
-    label_names(addrop._unmasked_pass(net, batch, given)[1], logits, batch, "a label other than the prediction", given)
+    mixed = tiny_model(seed=3)  # predicts 2, 2, 0, 1 here, where net predicts 2 for all four: one label won't do
+    mixed_logits, mixed_labels, _ = addrop._unmasked_pass(mixed, batch, None)
+    label_names(mixed_labels, mixed_logits, batch, "None")
+    given = (pseudo_labels(mixed, batch) + 1) % 3  # a label on every example that is not the model's prediction
+    label_names(addrop._unmasked_pass(mixed, batch, given)[1], mixed_logits, batch, "a label other than the prediction",
+                given)
     z, c4 = torch.linspace(-2, 2, 12, dtype=torch.float64).view(4, 3).sin() * 3, torch.tensor([0, 2, 1, 2])
     pick = lambda t: t.gather(1, c4[:, None]).sum()
     named_slip(addrop.objective(z, c4, False), pick(z), {

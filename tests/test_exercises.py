@@ -51,6 +51,8 @@ WRONG = [
     (2, "IGNORE not kept in a token task's pseudo labels", "labels = pseudo_labels(logits, batch)",
      "labels = logits.argmax(-1)"),
     (2, "the least likely class", "labels = pseudo_labels(logits, batch)", "labels = logits.argmin(-1)"),
+    (2, "example 0's pseudo label for all", "labels = pseudo_labels(logits, batch)",
+     "labels = logits[:1].argmax(-1).expand(logits.size(0))"),
     (2, "the gold labels by default", "labels = pseudo_labels(logits, batch)", 'labels = batch["labels"]'),
     (2, "the pseudo labels over the batch", "labels = pseudo_labels(logits, batch)", "labels = logits.argmax(0)"),
     (2, "the forward under no_grad", "    logits, attns = model(", "    with torch.no_grad():\n        logits, attns = model("),
@@ -166,6 +168,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (1, "v in tokens first"): "attention returned v of shape (3, 9, 4, 8); expected (B, H, T, D) = (3, 4, 9, 8)",
         (10, "log-softmax over the tokens"): "the log-probabilities taken over the tokens (log_softmax on axis 1)",
         (2, "the least likely class"): "returned as the labels to attribute the least likely classes (an argmin)",
+        (2, "example 0's pseudo label for all"): "returned as the labels to attribute [2, 2, 2, 2], where the model "
+                                                 "predicts [2, 2, 0, 1]",
         (2, "the gold labels by default"): 'returned as the labels to attribute the gold labels batch["labels"]',
         (2, "the labels given ignored"): "returned as the labels to attribute the model's predictions (Eq. 4); "
                                          "expected the labels given",
