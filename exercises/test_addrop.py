@@ -1102,9 +1102,10 @@ def order_said(said, masks, want, layers, real_step):
                  f"same seed); expected them drawn in the order `layers` lists them, {list(layers)} (the contract)")
 
 
-def same_as_real_step(said, q, why, **options):
-    """Lessons 21 and 21b: the student's step and the real one, each from seed 0 on layers [0, 2] at p = 0.5:
+def same_as_real_step(said, q, why, layers=(0, 2), **options):
+    """Lessons 21 and 21b: the student's step and the real one, each from seed 0 on `layers` at p = 0.5:
     the masks exactly (else whether they are the real ones in another layer order, or `why`), the loss to 1e-12."""
+    layers = list(layers)
     regression = options.get("regression", False)  # a one-output head, gold scores, the squared error
     net, batch = tiny_model(1 if regression else 3), padded_batch(regression=regression)
     loss_fn = (lambda y_hat, y: ((y_hat.squeeze(-1) - y) ** 2).sum()) if regression else loss_sum
@@ -1114,10 +1115,10 @@ def same_as_real_step(said, q, why, **options):
         torch.manual_seed(0)
         with composed():
             return step(net, batch, layers, 0.5, q, loss_fn, **options)
-    loss, masks = step_of(addrop.addrop_step, [0, 2])
-    want_loss, want_masks = step_of(impl.real(addrop, "addrop_step"), [0, 2])
+    loss, masks = step_of(addrop.addrop_step, layers)
+    want_loss, want_masks = step_of(impl.real(addrop, "addrop_step"), layers)
     true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
-    order_said(said, masks, want_masks, [0, 2], lambda layers: step_of(impl.real(addrop, "addrop_step"), layers)[1])
+    order_said(said, masks, want_masks, layers, lambda order: step_of(impl.real(addrop, "addrop_step"), order)[1])
     for l in range(L):
         got, want = masks[l], want_masks[l]
         true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
@@ -1255,13 +1256,14 @@ def test_step_leaves_no_gradient_from_the_attribution():
 
 @pytest.mark.exercise(11)
 @pytest.mark.parametrize("options", [{}, {"gold": True}, {"low": True}, {"method": "aa"}, {"method": "rd"},
-                                     {"method": "iga", "m": 3}, {"first_pass": "train"}, {"regression": True}],
+                                     {"method": "iga", "m": 3}, {"first_pass": "train"}, {"regression": True},
+                                     {"layers": [2, 0]}],
                          ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
 def test_step_equals_the_real_step(options):
     """Lesson 21. For the same seed, the step's loss and masks are the real step's, with each option that
     train.py's flags hand on (--attribution, --labels gold, --drop-low, --ig-steps, --first-pass, and a
-    regression task's head, STS-B's): the loss
-    to 1e-12, the masks exactly. The loss is the masked forward's on the batch's labels, the gold ones: the
+    regression task's head, STS-B's), and with layers listed top first (their masks drawn in that order): the
+    loss to 1e-12, the masks exactly. The loss is the masked forward's on the batch's labels, the gold ones: the
     pseudo labels are only what the attribution explains."""
     said = f"the step with {', '.join(f'{k}={v!r}' for k, v in options.items()) or 'the default options'}"
     same_as_real_step(said, 0.5, "the real step's mask changes with this option as the contract says", **options)

@@ -112,6 +112,8 @@ WRONG = [
      "masks = [None] * len(layers)"),
     (11, "an attribution for RD too", 'if method == "rd":  # RD: no attribution, a random mask per layer',
      'attribute(model, batch, layers, "ga", first_pass=first_pass)\n    if method == "rd":'),
+    (11, "the layers drawn sorted", "for l, M in zip(layers, layer_masks(scores, layers,",
+     "layers = sorted(layers)\n        for l, M in zip(layers, layer_masks(scores, layers,"),
     (11, "masks up to the highest selected layer", "masks = [None] * model.cfg.num_hidden_layers",
      "masks = [None] * (max(layers) + 1)"),
     (5, "p to 2 decimals", "keep = round((1 - p) * 10**6)", "keep = round((1 - round(p, 2)) * 10**6)"),
@@ -162,6 +164,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (2, "dropped_A not passed on"): "returned the maps before attention dropout: the model was not handed dropped_A",
         (11, "an attribution for RD too"): "the step with method='rd' (first_pass='eval') ran the encoder 2 times; "
                                            "expected once",
+        (11, "the layers drawn sorted"): "your masks are the real ones drawn in another order of the layers ([0, 2], "
+                                         "same seed); expected them drawn in the order `layers` lists them, [2, 0]",
         (11, "masks up to the highest selected layer"): "the model was handed masks list of 1 entries; expected one "
                                                         "entry per layer of the model (3)",
         (5, "p to 2 decimals"): "yours are those of p = 0.12, p rounded to 2 decimals",
