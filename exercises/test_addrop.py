@@ -130,18 +130,9 @@ def keys(positions, what="key"):
 # -----------------------------------------------------------------------------
 # 1-5. attribution
 
-@pytest.mark.exercise(2, 3, 4)
-def test_gradient_is_a_finite_difference():
-    """Lesson 1. B_l = dF_c~/dA_l (Eq. 5) is the change of the pseudo-label logit when ONE attention
-    probability moves, everything else held fixed. To move one entry we reuse Layer.forward's
-    `scale`, which multiplies A elementwise: scale = 1 + eps/A at (b, h, i, j) and 1 elsewhere turns
-    A into A + eps there (A > 0 on real keys). Central differences, eps = 1e-6: error ~1e-8 relative."""
-    net, batch = tiny_model(), padded_batch()
-    logits, labels, attns = addrop._unmasked_pass(net, batch, None)
-    B = len(LENGTHS)
-    true(tuple(labels.shape) == (B,) and not labels.is_floating_point(), f"_unmasked_pass(labels=None) on a batch of "
-         f"{B} returned pseudo labels of shape {tuple(labels.shape)} ({labels.dtype}); expected one class index per "
-         f"example, ({B},), integers")
+def first_pass_labels_named(batch):
+    """Lesson 1's first checks of exercises 2 and 3, each failure named: the labels _unmasked_pass
+    returns (given ones, or the predictions), and objective's value against its common slips."""
     mixed = tiny_model(seed=3)  # predicts 2, 2, 0, 1 here, where net predicts 2 for all four: one label won't do
     mixed_logits, mixed_labels, _ = addrop._unmasked_pass(mixed, batch, None)
     label_names(mixed_labels, mixed_logits, batch, "None")
@@ -155,17 +146,10 @@ def test_gradient_is_a_finite_difference():
         "the sum of the labels' probabilities (softmax), not of their logits": pick(z.softmax(-1)),
         "minus the sum of the labels' logits": -pick(z)}, "objective of 4 examples' logits (3 classes)",
         "the sum of each example's logit of its label, F_c~ (Eq. 5: \"the logit output of pseudo label c~ before softmax\")")
-    graphless = [l for l, A in enumerate(attns) if not A.requires_grad]
-    false = [f"the maps of layers {graphless}"] * bool(graphless) + ["the logits"] * (not logits.requires_grad)
-    true(not false, "the maps your forward returned carry no autograd graph (requires_grad False: "
-         f"{', '.join(false)}), so no attribution can be taken from them; expected the first pass's maps and logits in the autograd graph "
-         "of the model's parameters")
-    probes = [torch.zeros_like(A, requires_grad=True) for A in attns]  # the model's `probes` keyword: added to A_l
-    logits = addrop._unmasked_pass(net, batch, None, probes=probes)[0]
-    unused = [l for l, g in enumerate(torch.autograd.grad(logits.sum(), probes, allow_unused=True)) if g is None]
-    true(not unused, f"_unmasked_pass(..., probes=P) returned logits that do not depend on the probes of layers "
-         f"{unused}: the model was not given them; expected this forward to honour `probes` (and `dropped_A`) as "
-         "the caller chose them (the contract): exercise 4's attribution differentiates with respect to them")
+
+
+def first_pass_honours_dropped_A(net, batch):
+    """Lesson 1: in train mode, _unmasked_pass(dropped_A=True) returns the maps after attention dropout."""
     with torch.no_grad():  # in train mode (attention dropout on), dropped_A=True hands out each map after dropout
         maps = {}
         for key, call in [("yours", lambda: addrop._unmasked_pass(net, batch, None, dropped_A=True)[2]),
@@ -178,6 +162,33 @@ def test_gradient_is_a_finite_difference():
          "_unmasked_pass(..., dropped_A=True), in train mode, returned the maps before attention dropout: the model "
          "was not handed dropped_A; expected this forward to honour `dropped_A` (and `probes`) as the caller chose "
          "them (the contract): the authors' first pass attributes the map after dropout (train.py --first-pass train)")
+
+
+@pytest.mark.exercise(2, 3, 4)
+def test_gradient_is_a_finite_difference():
+    """Lesson 1. B_l = dF_c~/dA_l (Eq. 5) is the change of the pseudo-label logit when ONE attention
+    probability moves, everything else held fixed. To move one entry we reuse Layer.forward's
+    `scale`, which multiplies A elementwise: scale = 1 + eps/A at (b, h, i, j) and 1 elsewhere turns
+    A into A + eps there (A > 0 on real keys). Central differences, eps = 1e-6: error ~1e-8 relative."""
+    net, batch = tiny_model(), padded_batch()
+    logits, labels, attns = addrop._unmasked_pass(net, batch, None)
+    B = len(LENGTHS)
+    true(tuple(labels.shape) == (B,) and not labels.is_floating_point(), f"_unmasked_pass(labels=None) on a batch of "
+         f"{B} returned pseudo labels of shape {tuple(labels.shape)} ({labels.dtype}); expected one class index per "
+         f"example, ({B},), integers")
+    first_pass_labels_named(batch)
+    graphless = [l for l, A in enumerate(attns) if not A.requires_grad]
+    false = [f"the maps of layers {graphless}"] * bool(graphless) + ["the logits"] * (not logits.requires_grad)
+    true(not false, "the maps your forward returned carry no autograd graph (requires_grad False: "
+         f"{', '.join(false)}), so no attribution can be taken from them; expected the first pass's maps and logits in the autograd graph "
+         "of the model's parameters")
+    probes = [torch.zeros_like(A, requires_grad=True) for A in attns]  # the model's `probes` keyword: added to A_l
+    logits = addrop._unmasked_pass(net, batch, None, probes=probes)[0]
+    unused = [l for l, g in enumerate(torch.autograd.grad(logits.sum(), probes, allow_unused=True)) if g is None]
+    true(not unused, f"_unmasked_pass(..., probes=P) returned logits that do not depend on the probes of layers "
+         f"{unused}: the model was not given them; expected this forward to honour `probes` (and `dropped_A`) as "
+         "the caller chose them (the contract): exercise 4's attribution differentiates with respect to them")
+    first_pass_honours_dropped_A(net, batch)
     B_all = addrop.attribute(net, batch, ALL, "ga")
     with torch.no_grad():  # a caller's no_grad (an evaluation loop, say) must not stop attribute's backward
         try:
@@ -1131,6 +1142,33 @@ def same_as_real_step(said, q, why, layers=(0, 2), **options):
           "of the batch)", atol=1e-12)
 
 
+def step_lists_every_layer_and_rd_attributes_nothing(net, batch):
+    """Lesson 19's last checks: a masks list of one entry per layer when the selected layers stop below the
+    top, and an RD step that runs the encoder once, its masked forward."""
+    calls, handle = watched(net)  # layers above the highest selected one get their None too
+    torch.manual_seed(0)
+    try:
+        with composed():
+            _, masks = addrop.addrop_step(net, batch, [0], 0.5, 1.0, loss_sum)
+    finally:
+        handle.remove()
+    true(isinstance(masks, list) and len(masks) == L, f"the step on layers [0] returned masks "
+         f"{type(masks).__name__} {len(masks) if isinstance(masks, list) else masks}; expected a list of {L}, one entry "
+         "per layer of the model, None for each layer left unmasked, those above the highest selected one too")
+    runs = []  # RD needs no scores: the encoder runs once, in the masked forward
+    handle = net.encoder.register_forward_pre_hook(lambda module, args: runs.append(module.training))
+    try:
+        for first_pass in ("eval", "train"):
+            runs.clear()
+            with composed():
+                addrop.addrop_step(net, batch, [0, 2], 0.5, 0.5, loss_sum, method="rd", first_pass=first_pass)
+            true(len(runs) == 1, f"the step with method='rd' (first_pass={first_pass!r}) ran the encoder {len(runs)} "
+                 "times; expected once, the masked forward: RD draws its masks without scores, so no first pass runs "
+                 "(one would cost a forward, and in train mode draw dropout's random numbers too)")
+    finally:
+        handle.remove()
+
+
 @pytest.mark.exercise(11)
 def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
     """Lesson 19. Algorithm 1's AD-DROP branch: the first pass (the attribution) runs in eval mode, unmasked;
@@ -1169,28 +1207,7 @@ def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
         true(net.training == training, f"the step handed the model back in {'train' if net.training else 'eval'} "
              f"mode; it came in {mode} mode")
     net.train()
-    calls, handle = watched(net)  # layers above the highest selected one get their None too
-    torch.manual_seed(0)
-    try:
-        with composed():
-            _, masks = addrop.addrop_step(net, batch, [0], 0.5, 1.0, loss_sum)
-    finally:
-        handle.remove()
-    true(isinstance(masks, list) and len(masks) == L, f"the step on layers [0] returned masks "
-         f"{type(masks).__name__} {len(masks) if isinstance(masks, list) else masks}; expected a list of {L}, one entry "
-         "per layer of the model, None for each layer left unmasked, those above the highest selected one too")
-    runs = []  # RD needs no scores: the encoder runs once, in the masked forward
-    handle = net.encoder.register_forward_pre_hook(lambda module, args: runs.append(module.training))
-    try:
-        for first_pass in ("eval", "train"):
-            runs.clear()
-            with composed():
-                addrop.addrop_step(net, batch, [0, 2], 0.5, 0.5, loss_sum, method="rd", first_pass=first_pass)
-            true(len(runs) == 1, f"the step with method='rd' (first_pass={first_pass!r}) ran the encoder {len(runs)} "
-                 "times; expected once, the masked forward: RD draws its masks without scores, so no first pass runs "
-                 "(one would cost a forward, and in train mode draw dropout's random numbers too)")
-    finally:
-        handle.remove()
+    step_lists_every_layer_and_rd_attributes_nothing(net, batch)
     through = []
 
     def forward(*args, **kwargs):
