@@ -378,7 +378,8 @@ def dropped_keys(M):
 
 def slipped_row(row, real, gots):
     """What a worked row's wrong drops at q = 1 (gots: p -> the set of keys dropped) match at every p, in
-    words, or '': Eq. 6's candidates read one place off or strictly above the threshold, or none at all."""
+    words, or '': Eq. 6's candidates read one place off or strictly above the threshold, padding counted in n,
+    or none at all."""
     real_keys = {j for j, r in enumerate(real) if r}
 
     def region(scores, n, p, strict=False, shift=0):
@@ -393,7 +394,11 @@ def slipped_row(row, real, gots):
              (lambda p: region(real_scores, n, p, shift=-1) if p < 1 else set(),
               "the threshold read one place lower, b^[int(n (1 - p)) - 1]"),
              (lambda p: region(real_scores, n, p, strict=True), "candidates strictly above b^[int(n (1 - p))], not at or above"),
-             (lambda p: set(), "no drop at all, as if every coin came up keep at q = 1")]
+             (lambda p: set(), "no drop at all, as if every coin came up keep at q = 1"),
+             (lambda p: region(real_scores + [float("-inf")] * (len(row) - n), len(row), p),
+              "padding counted in n, sorted below every real key (n is the real keys alone)"),
+             (lambda p: region(row, len(row), p), "padding counted in n and sorted with its own scores (n is the "
+              "real keys alone)")]
     names = [name for slip, name in slips if all(slip(p) == got for p, got in gots.items())]
     return f" (at every p of this lesson, your drops are those of {' or of '.join(names)})" if names else ""
 

@@ -93,6 +93,12 @@ WRONG = [
     (5, "low takes int(n p) candidates", "idx = n * keep // 10**6",
      "idx = n - n * round(p * 10**6) // 10**6 if low else n * keep // 10**6"),
     (5, "n (1 - p) rounded", "idx = n * keep // 10**6", "idx = (n * keep + 5 * 10**5) // 10**6"),
+    (5, "padding counted in n", "n = attention_mask.sum(-1)", "n = torch.full_like(attention_mask.sum(-1), T)"),
+    (5, "padding sorted with its scores, counted in n",
+     'idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)\n    if sync_free(scores.device):\n'
+     '        # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read\n'
+     '        b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values',
+     'n = torch.full_like(n, T)\n    idx = n * keep // 10**6\n    if True:\n        b_hat = scores.sort(-1).values'),
     (5, "low takes the keys below the threshold", (chunk := make.real_body(make.BY_NUMBER[5]).split("    if low:")[1]
                                                             .split("  # Eq. 6: s = 0")[0]),
      chunk.replace("\n        scores = -scores", " pass").replace("drop = scores >= thr",
@@ -148,6 +154,8 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (8, "A_l not multiplied in"): "the mean gradient along the path, not multiplied by A_l",
         (5, "above the threshold, not at or above"): "your drops are those of the threshold read one place higher",
         (5, "q as the probability to keep"): "your drops are those of no drop at all",
+        (5, "padding counted in n"): "padding counted in n, sorted below every real key",
+        (5, "padding sorted with its scores, counted in n"): "padding counted in n and sorted with its own scores",
         (11, "masks of the selected layers only, appended"): "the model was handed masks list of 2 entries; expected "
                                                              "one entry per layer of the model (3)",
         (10, "IGNORE counted as class 0"): "the loss with each IGNORE token counted as class 0",
