@@ -70,7 +70,7 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
 def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gold=False, regression=False, m=20,
                 low=False, first_pass="eval", compile=None):
     """Algorithm 1, lines 7-9, for one batch, written out: steps 1-2 (attribute: the first pass and the
-    attribution in eval mode, no parameter gradient; none for RD), step 3 (a mask M_l per layer in `layers`:
+    attribution, in eval mode unless first_pass="train", no parameter gradient; none for RD), step 3 (a mask M_l per layer in `layers`:
     drop_mask, or random_mask for RD), then the second forward with those masks, in the mode the model came
     in (train mode in training), and its loss on the gold labels. The masks are addrop_masks', draw for draw.
     Returns (loss(logits, batch["labels"]), masks): the loss to backpropagate, the masks it used.
@@ -381,7 +381,9 @@ def random_mask(attention_mask, H, p, q, generator=None):
 def pseudo_loss(logits, labels):
     """Appendix A, Eq. 2: L = -sum_i log P(c~_i | x, i), the cross-entropy of every token i with
     its pseudo label c~_i, summed over the batch; logits (B, T, K), labels (B, T). Tokens labelled
-    IGNORE (word continuations, special tokens, padding) add nothing. Its gradient is
+    IGNORE (word continuations, special tokens, padding) add nothing: each word counts once, on its
+    first sub-token (Eq. 2 sums over every token, the authors' code over every real one: README,
+    "Where this differs from the authors' code"). Its gradient is
         -dL/dA = sum_i sum_c (y_ic - P_ic) dF_ic/dA                                  (Eq. 3)
     with F_i token i's logits, P_i = softmax(F_i) its probabilities and y_i its one-hot pseudo
     label: every class c moves P_c~ through the softmax. The paper's

@@ -232,7 +232,9 @@ class Encoder(nn.Module):
         x = dropout(self.ln(x), self.p, self.training)  # (B, T, E)
         if self.project is not None:
             x = self.project(x)  # (B, T, C)
-        pad = torch.zeros(B, 1, 1, T, dtype=x.dtype, device=x.device)
+        # float32 even under bf16 autocast (ELECTRA's projection hands on bf16): the scores plus pad, and so A
+        # and B = dF/dA, are float32 for every model type (train.py, "Precision")
+        pad = torch.zeros(B, 1, 1, T, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
         pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
         return x, pad
 

@@ -7,9 +7,9 @@ Fine-tune a BERT/RoBERTa encoder on a GLUE task or CoNLL-2003 NER, with or witho
     python train.py --task rte --p 0.7 --q 0.1 --resume         # continue the run in --out after a stop
     torchrun --standalone --nproc_per_node=2 train.py --task rte --p 0.7 --q 0.1   # data-parallel
 
-One flat loop, nanoGPT-style: no Trainer, no callbacks. Every epoch is evaluated on dev (and on
-the --holdout split, which then picks the best epoch); the best checkpoint is kept in --out as
-safetensors (it loads back with checkpoint.from_pretrained), with a JSON of the metrics and the
+One flat loop, nanoGPT-style: no Trainer, no callbacks. Every epoch is evaluated on dev (with --dev-once,
+only at the end) and on the --holdout split, which then picks the best epoch; the best checkpoint is kept
+in --out as safetensors (it loads back with checkpoint.from_pretrained), with a JSON of the metrics and the
 arguments, and the whole training state after every epoch, every --save-every and on SIGTERM or
 SIGUSR1 (exit code 75; --resume continues exactly where it stopped). The flags and the paper's
 settings are in support/settings.py, the lock and the training state in support/state.py, what a run
@@ -367,10 +367,7 @@ def finish(j):
     if not j.history:
         sys.exit("error: no training step ran (is the training set empty?)")
     extra = {}
-    if j.keep_best:
-        if j.best_weights is None:  # started without --predict/--ood, resumed with one: nothing was kept
-            sys.exit(f"error: --predict/--ood: {j.out / state.STATE} holds no best-epoch weights (the run was "
-                     "started without --predict and --ood, which keep them); rerun without --resume")
+    if j.keep_best:  # (state.resume refuses a run whose best weights were not kept)
         j.net.load_state_dict(j.best_weights)
     if args.dev_once:
         dev_loss, scores, _ = evaluate(j, j.splits["dev"])

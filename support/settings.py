@@ -47,9 +47,10 @@ for row in SETTINGS.values():
 NER = _t4(2e-5, 32, 256, 0.8, 0.1)
 SETTINGS["conll2003"] = {"bert": NER, "roberta": NER, "electra": {**NER, "epochs": 9},
                          "minilm": {**NER, "lr": 5e-5, "epochs": 4}}
-# Section 3.1: AD-DROP in the first layer on the large, stable tasks, in all layers on the rest
+# Section 3.2: AD-DROP in the first layer on the large, stable tasks, in all layers on the rest
 FIRST_LAYER_TASKS = ("sst2", "mnli", "qnli", "qqp", "stsb")
-# flags that may differ between a run and its --resume without changing what is trained
+# flags that may differ between a run and its --resume without changing what is trained (device, threads and
+# compile change how: other kernels and random draws, so the resumed run is no longer equal to the bit)
 RESUME_FREE = ("out", "resume", "log_interval", "threads", "data_dir", "device", "epochs", "no_checkpoint", "predict",
                "save_every", "no_epoch_state", "compile")
 
@@ -112,7 +113,7 @@ def addrop_flags(ap):
     ap.add_argument("--q", type=float, default=0.0, help="drop rate inside the candidate region, Eq. 7")
     ap.add_argument("--attribution", default="ga", help="ga (gradient), iga (integrated gradient), aa (attention), rd (random)")
     ap.add_argument("--labels", default="pseudo", help="attribute the pseudo label (paper) or the gold label")
-    ap.add_argument("--layers", default=None, help="first, all, or indices like 0,2 (default: per task, Section 3.1)")
+    ap.add_argument("--layers", default=None, help="first, all, or indices like 0,2 (default: per task, Section 3.2)")
     ap.add_argument("--ig-steps", type=int, default=20, help="m, the steps of integrated gradients, Eq. 3")
     ap.add_argument("--no-cross-tuning", action="store_true", help="AD-DROP in every epoch (Table 2's ablation)")
     ap.add_argument("--drop-low", action="store_true", help="drop LOW-attribution positions instead (Section 2.2)")

@@ -268,7 +268,7 @@ def load_state(out, settings, world, device):
 def restore_rng(rng, device):
     # load_state's map_location put these on the run's device; both setters take a CPU ByteTensor
     torch.set_rng_state(rng["cpu"].cpu())
-    if device.type == "cuda":
+    if device.type == "cuda" and "cuda" in rng:  # a state saved on a CPU has none: the stream stays as seeded
         torch.cuda.set_rng_state(rng["cuda"].cpu(), device)
 
 
@@ -298,6 +298,12 @@ def resume(j):
     mine = saved["ranks"][j.rank]
     restore_rng(mine["rng"], j.device)
     part, where = saved.get("in_epoch"), f"epoch {saved['epoch']}"
+    if j.keep_best and j.best_weights is None and j.best_epoch:  # started without --predict/--ood/--dev-once
+        if j.best_epoch != saved["epoch"] or part is not None:  # the best epoch's weights are gone
+            sys.exit(f"error: --resume with --predict/--ood: {j.out / STATE} holds no best-epoch weights (the run "
+                     f"was started without --predict and --ood, which keep them, and its best epoch, "
+                     f"{j.best_epoch}, is not the state's): resume without them, or rerun from the start with them")
+        j.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in saved["model"].items()}  # they are these
     if part is not None:  # saved inside an epoch: go on with its batches left
         batches = math.ceil(len(j.splits["train"].y) / j.batch_size)
         if not 0 <= part["batches"] <= batches:

@@ -303,3 +303,15 @@ if __name__ == "__main__":  # print the table: case, exit code, the line it prin
             for name, (d, r) in zip(CASES, pool.map(lambda n: run_case(n, Path(tmp)), CASES)):
                 out = (r.stderr.strip().splitlines() or [r.stdout.strip().splitlines()[-1]])[-1]
                 print(f"| {name} | {r.returncode} | `{out.replace(str(d), '…')}` |")
+
+
+def test_weights_by_name_are_found_in_the_weights_folder_beside_model_py():
+    """--weights roberta-base means weights/roberta-base/, the folder weights/README.md fills (this lookup once
+    searched support/weights/, which does not exist, after checkpoint.py moved into support/)."""
+    assert checkpoint.WEIGHTS == HERE / "weights" and (checkpoint.WEIGHTS / "README.md").is_file()
+    named = checkpoint.WEIGHTS / f"test-name-{os.getpid()}"
+    named.mkdir()
+    try:
+        assert checkpoint.resolve_weights(named.name) == named
+    finally:
+        named.rmdir()

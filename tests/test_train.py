@@ -379,6 +379,33 @@ def test_resume_after_the_last_epoch_only_finishes(setup, tmp_path):
 
 
 @pytest.mark.slow
+def test_resume_with_predict_takes_the_best_weights_from_the_state_or_refuses_at_once(setup, tmp_path):
+    """--predict added on --resume to a run started without it (so no best-epoch weights were kept): when the
+    state's own weights are the best epoch's (it was saved at the end of that epoch), they are kept from the
+    state and the run finishes with predictions; when the best epoch came earlier, the resume is refused at
+    once, naming the state file, before any epoch trains (not after every remaining epoch)."""
+    glue = tmp_path / "glue"
+    shutil.copytree(setup / "glue", glue)
+    rows = (glue / "RTE" / "dev.tsv").read_text().splitlines()
+    (glue / "RTE" / "test.tsv").write_text("\n".join(r.rsplit("\t", 1)[0] for r in rows) + "\n")  # no labels
+    out = tmp_path / "run"
+    train(setup, out, "--epochs", "2", "--q", "0", glue=glue)
+    state = torch.load(out / "train_state.pt", weights_only=False)
+    assert state["epoch"] == 2 and state["best_weights"] is None
+    for best, refused in ((1, True), (2, False)):
+        state["best_epoch"] = best
+        torch.save(state, out / "train_state.pt")
+        r = train(setup, out, "--epochs", "3", "--q", "0", "--predict", "--resume", glue=glue, check=False)
+        if refused:
+            assert r.returncode == 1 and "holds no best-epoch weights" in r.stderr and "its best epoch, 1," in r.stderr, r.stderr
+            assert str(out / "train_state.pt") in r.stderr and "step " not in r.stdout, r.stdout
+        else:
+            assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+            assert (out / "RTE.tsv").read_text().count("\n") == len(rows), "one prediction a test row, and a header"
+            assert metrics(out)["finished"]
+
+
+@pytest.mark.slow
 def test_holdout_picks_the_epoch_and_dev_is_only_reported(setup, tmp_path):
     """With --holdout the best epoch is the one with the best holdout metric, whatever dev says; the dev
     metric is only reported at that epoch (dev_at_best), and the holdout is not trained on. The task makes
@@ -707,6 +734,19 @@ def test_full_disk_leaves_the_previous_file_whole(tmp_path, monkeypatch, name):
     assert path.read_bytes() != before
 
 
+@pytest.mark.parametrize("name", ["model.safetensors", "metrics.json", "train_state.pt", "tokenizer.json"])
+def test_a_save_is_forced_to_disk_before_its_rename_and_its_folder_after(tmp_path, monkeypatch, name):
+    """A crash of the machine (not just of the process) must find the old file or the whole new one: the
+    temporary file's data reach the disk (fsync) before the rename, and the folder's entry after it."""
+    path, save, _ = save_cases(tmp_path)[name]
+    events, fsync, replace = [], os.fsync, os.replace
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), fsync(fd)))
+    monkeypatch.setattr(os, "replace", lambda a, b: (events.append(("replace", str(b))), replace(a, b)))
+    save(0)
+    i = events.index(("replace", str(path)))
+    assert events[i - 1:i + 2] == [("fsync", f"{path}.tmp"), ("replace", str(path)), ("fsync", str(path.parent))], events
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
 @pytest.mark.parametrize("name", ["metrics.json", "train_state.pt", "tokenizer.json"])
 def test_a_real_full_disk(tmp_path, name):
@@ -829,6 +869,15 @@ def test_a_lock_shared_by_two_processes_beats_until_its_holder_dies(tmp_path, mo
     handle = state.lock_run_dir(out)
     assert json.loads(lock.read_text())["host"] == "another-node"
     state.unlock_run_dir(handle)
+
+
+def test_a_state_saved_on_a_cpu_resumes_on_a_gpu():
+    """A state saved on a CPU holds no CUDA random stream; resuming it with --device cuda (a flag free to change
+    on resume) sets the CPU stream and leaves CUDA's as seeded, instead of failing on the missing key."""
+    saved = torch.get_rng_state()
+    torch.rand(3)
+    state.restore_rng({"cpu": saved}, torch.device("cuda"))  # no CUDA call is made: none is needed
+    assert torch.equal(torch.get_rng_state(), saved)
 
 
 def test_a_stop_signal_raises_a_flag_and_one_too_late_goes_on_outward():
