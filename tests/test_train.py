@@ -343,6 +343,23 @@ def test_bf16_trains(setup):
 # -----------------------------------------------------------------------------
 # --holdout
 
+@pytest.mark.parametrize("model_type", ["bert", "roberta", "electra"])
+def test_attention_maps_are_float32_under_bf16_autocast(model_type):
+    """Under --dtype bf16 (autocast) the maps A, and so B = dF/dA and Eq. 6's comparisons, are float32 for every
+    model type, as train.py's "Precision" says: ELECTRA's embedding projection hands bf16 on to the layers, and
+    the float32 padding mask promotes their scores."""
+    extra = {"electra": dict(embedding_size=16), "roberta": dict(pad_token_id=1)}.get(model_type, {})
+    cfg = model.Config(model_type=model_type, vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                       intermediate_size=64, max_position_embeddings=64, **extra)
+    net = model.Model(cfg, num_labels=2).eval()
+    ids = torch.randint(3, 40, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[0, 5:] = 0
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, attns = net(ids, mask, torch.zeros_like(ids))
+    assert [a.dtype for a in attns] == [torch.float32] * 2
+
+
 def test_holdout_split_is_stratified_and_seeded():
     """--holdout F sets aside round(F * n_c) examples of each class c (each score quintile for
     regression): the two parts are a disjoint cover of the training set, class shares stay as they
