@@ -395,7 +395,10 @@ def pseudo_loss(logits, labels):
 
 def dropped_fraction(masks, attention_mask):
     """The fraction of (real query, real key) positions dropped over the masked layers,
-    as a 0-dim tensor (no device sync: the caller decides when to read it)."""
+    as a 0-dim tensor (no device sync: the caller decides when to read it). It counts the rows
+    that cannot change the loss too: in a sentence task's last layer only the first token's
+    row reaches the head, the others' scores are all 0, every key ties at the threshold and is
+    dropped with probability q, not about p q."""
     Ms = [M for M in masks if M is not None]
     if not Ms:
         return torch.zeros((), device=attention_mask.device)
