@@ -66,7 +66,6 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
     return masks
 
 
-
 def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gold=False, regression=False, m=20,
                 low=False, first_pass="eval", compile=None):
     """Algorithm 1, lines 7-9, for one batch, written out: steps 1-2 (attribute: the first pass and the

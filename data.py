@@ -81,7 +81,6 @@ SUBMISSION_FILES = {
 }
 
 
-
 def _key(name):
     return name.lower().replace("-", "")  # so 'SST-2', 'sst-2' and 'sst2' all name the same task
 
@@ -168,7 +167,6 @@ def _split_file(task, split, data_dir):
             where = f"pass --data-dir or set GLUE_DIR to the folder that holds {task.folder}/"
         raise DataError(f"{task.name} {split} file not found: {paths[split]} ({where})")
     return paths[split]
-
 
 
 class Split(NamedTuple):
@@ -357,8 +355,6 @@ def pad_token_id(tok):
         if tok.token_to_id(t) is not None:
             return tok.token_to_id(t)
     raise DataError("tokenizer has neither a [PAD] nor a <pad> token")
-
-
 
 
 def encode(tok, examples):

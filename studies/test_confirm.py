@@ -20,7 +20,6 @@ from support import settings
 import sweep
 
 
-
 # slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,6 @@ from support import settings
 from sweep import Run
 
 
-
 # slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
 pytestmark = pytest.mark.slow
 

@@ -16,14 +16,11 @@ class DataError(ValueError):
     """Anything wrong with the data on disk: a missing file, a malformed row, an unknown task or label."""
 
 
-
 class Example(NamedTuple):
     text_a: str | tuple[str, ...]  # a token task's sentence is its tuple of words
     text_b: str | None
     label: int | float | tuple[int, ...] | None  # index into task.labels, the score for STS-B, or one tag index
     #                                               per word; None in GLUE's unlabelled test sets (load_test)
-
-
 
 
 def _rows(path):

@@ -55,7 +55,6 @@ RESUME_FREE = ("out", "resume", "log_interval", "threads", "data_dir", "device",
                "save_every", "no_epoch_state", "compile")
 
 
-
 def parse_args(argv=None, description=None):
     """train.py's flags, checked (description: train.py's docstring, for --help), in --help's groups."""
     ap = argparse.ArgumentParser(prog="train.py", description=description,
