@@ -176,8 +176,15 @@ def save_every(s):
 
 def check_args(args, bad):
     """Refuse bad flag values before any work starts, each in one line naming the flag (bad: argparse's
-    error, which prints the usage and exits)."""
+    error, which prints the usage and exits): the values one by one, how they combine, and --out."""
     args.task = args.task.lower().replace("-", "")
+    _check_values(args, bad)
+    _check_combinations(args, bad)
+    _check_out(args, bad)
+
+
+def _check_values(args, bad):
+    """Each flag's value alone: a known name, a number in its range."""
     if args.task not in SETTINGS:
         bad(f"--task {args.task!r}: unknown; choose one of {', '.join(SETTINGS)}")
     if not 0 <= args.p <= 1:
@@ -186,24 +193,12 @@ def check_args(args, bad):
         bad(f"--q {args.q}: must be in [0, 1]")
     if args.holdout is not None and not 0 < args.holdout < 1:
         bad(f"--holdout {args.holdout}: must be a fraction strictly between 0 and 1")
-    if args.first_pass not in addrop.FIRST_PASSES:
-        bad(f"--first-pass {args.first_pass!r}: choose eval or train")
-    if args.first_pass == "train" and args.attribution not in ("ga", "aa"):
-        bad(f"--first-pass train: offered for --attribution ga and aa only, not {args.attribution}")
-    if not 0 <= args.rdrop < math.inf:
-        bad(f"--rdrop {args.rdrop}: must be a number at least 0")
     if args.ood is not None and args.ood != "paws":
         bad(f"--ood {args.ood!r}: the one out-of-distribution set is paws")
-    if args.ood and args.task not in ("mrpc", "qqp"):
-        bad(f"--ood paws: PAWS is paraphrase identification; use it with --task mrpc or qqp, not {args.task}")
-    if args.shots_holdout and not args.shots:
-        bad("--shots-holdout: holds out K examples per class of a --shots K run; pass --shots K")
-    if args.shots_holdout and args.holdout:
-        bad("--shots-holdout and --holdout: choose one way to hold out the examples that pick the epoch")
-    if args.dev_once and not (args.holdout or args.shots_holdout):
-        bad("--dev-once: dev must not pick the epoch it is scored at; pass --holdout F or --shots K --shots-holdout")
-    if args.shots and args.task in data.TASKS and data.TASKS[args.task].token_level:
-        bad(f"--shots: few-shot sampling draws K examples per class; {args.task} labels tokens, not sentences")
+    if args.first_pass not in addrop.FIRST_PASSES:
+        bad(f"--first-pass {args.first_pass!r}: choose eval or train")
+    if not 0 <= args.rdrop < math.inf:
+        bad(f"--rdrop {args.rdrop}: must be a number at least 0")
     if args.attribution not in addrop.ATTRIBUTIONS:
         bad(f"--attribution {args.attribution!r}: choose one of {', '.join(addrop.ATTRIBUTIONS)}")
     if args.labels not in ("pseudo", "gold"):
@@ -230,6 +225,26 @@ def check_args(args, bad):
         bad(f"--warmup {args.warmup}: must be a fraction in [0, 1]")
     if args.patience < 1:
         bad(f"--patience {args.patience}: must be at least 1")
+
+
+def _check_combinations(args, bad):
+    """Flags that need, or exclude, another."""
+    if args.first_pass == "train" and args.attribution not in ("ga", "aa"):
+        bad(f"--first-pass train: offered for --attribution ga and aa only, not {args.attribution}")
+    if args.ood and args.task not in ("mrpc", "qqp"):
+        bad(f"--ood paws: PAWS is paraphrase identification; use it with --task mrpc or qqp, not {args.task}")
+    if args.shots_holdout and not args.shots:
+        bad("--shots-holdout: holds out K examples per class of a --shots K run; pass --shots K")
+    if args.shots_holdout and args.holdout:
+        bad("--shots-holdout and --holdout: choose one way to hold out the examples that pick the epoch")
+    if args.dev_once and not (args.holdout or args.shots_holdout):
+        bad("--dev-once: dev must not pick the epoch it is scored at; pass --holdout F or --shots K --shots-holdout")
+    if args.shots and args.task in data.TASKS and data.TASKS[args.task].token_level:
+        bad(f"--shots: few-shot sampling draws K examples per class; {args.task} labels tokens, not sentences")
+
+
+def _check_out(args, bad):
+    """--out: a folder, or a path where one can be made."""
     out = Path(args.out or f"out/{args.task}")
     flag = f"--out {args.out}" if args.out is not None else f"the default --out {out}"
     if out.exists() and not out.is_dir():
