@@ -139,8 +139,9 @@ def run_once(run_dir, argv, label):
     metrics = run_dir / "metrics.json"
     stale = metrics.exists() and not same_settings(json.loads(metrics.read_text())["args"], targs)
     resume = (run_dir / state.STATE).exists() and not stale
-    if stale:
+    if stale:  # its state is another run's: removed, as train.py refuses to overwrite an unfinished run's state
         print(f"  {label}: settings changed since {metrics} was written; training again")
+        (run_dir / state.STATE).unlink(missing_ok=True)
     print(f"  {label}: {'resuming' if resume else 'training'} ({' '.join(argv)})", flush=True)
     try:
         return train.run(train_args(run_dir, argv, resume))

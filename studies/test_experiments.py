@@ -169,8 +169,8 @@ def test_a_shard_stopped_by_sigterm_saves_its_run_and_the_same_command_resumes_i
 
 def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp_path, monkeypatch):
     """run_once passes --resume when train_state.pt is there and metrics.json (written after it each epoch)
-    is unfinished with the same settings, or absent; not when the settings changed (a fresh start) or there
-    is no state; and trains nothing when the run finished with the same settings."""
+    is unfinished with the same settings, or absent; not when the settings changed (a fresh start, the old
+    state removed first) or there is no state; and trains nothing when the run finished with the same settings."""
     calls = []
     monkeypatch.setattr(train, "run", lambda args: calls.append(args.resume) or {"finished": True})
     argv = ["--task", "rte", "--epochs", "3", "--no-checkpoint"]
@@ -193,6 +193,7 @@ def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp
     assert case(saved=True) == [True]
     assert case(saved=True, metrics_argv=argv) == [True]
     assert case(saved=True, metrics_argv=argv[:3] + ["4"] + argv[4:]) == [False]  # --epochs 4 then: start again
+    assert not (run_dir / state.STATE).exists()  # that other run's state removed: train.py would refuse it
     assert case(saved=False, metrics_argv=argv) == [False]
     assert case(saved=True, metrics_argv=argv, finished=True) == []
 

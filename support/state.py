@@ -288,6 +288,7 @@ def resume(j):
     --out, and when it was saved inside an epoch, how far that epoch had got, so the run goes on exactly as
     if it had never stopped."""
     if not j.args.resume:
+        _refuse_to_overwrite(j.out)
         return
     saved = load_state(j.out, j.settings, j.world, j.device)
     j.net.load_state_dict(saved["model"])
@@ -314,13 +315,29 @@ def resume(j):
                      part["seconds"])
         where = f"batch {part['batches']} of epoch {part['epoch']}"
     elif j.first_epoch > j.epochs or j.step >= j.total_steps or saved["epoch"] - j.best_epoch >= j.args.patience:
-        metrics_file = j.out / "metrics.json"
-        if metrics_file.is_file() and json.loads(metrics_file.read_text()).get("finished"):
+        if _finished(j.out):
             sys.exit(f"error: --resume: nothing to resume: the run in {j.out} already finished "
                      f"(epoch {saved['epoch']} of {j.epochs}; raise --epochs to train longer)")
         # stopped after its last epoch's state and before the final metrics.json: only that is left to do
         j.first_epoch = j.epochs + 1
     j.say(f"resuming after {where} (step {j.step}) from {j.out / STATE}")
+
+
+def _refuse_to_overwrite(out):
+    """A run started without --resume into a folder whose run stopped before it finished would overwrite that
+    run's state and checkpoint: refused, saying how to continue it or start over (a finished run's folder may
+    be run into again)."""
+    if (out / STATE).is_file() and not _finished(out):
+        sys.exit(f"error: {out} holds a run that did not finish (its state, {out / STATE}): add --resume to "
+                 f"continue it, or pass another --out, or remove {out} to start over")
+
+
+def _finished(out):
+    """Whether out/metrics.json says that its run finished (absent or unreadable: no)."""
+    try:
+        return bool(json.loads((out / "metrics.json").read_text()).get("finished"))
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def stop_or_save(j):

@@ -396,6 +396,26 @@ def test_resume_after_the_last_epoch_only_finishes(setup, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_without_resume_never_overwrites_an_unfinished_one(setup, tmp_path):
+    """The resume command without its --resume (a command rerun from the shell's history) into a folder whose
+    run did not finish is refused in one line, naming the state and both ways on, and the state is left as it
+    was; into a folder whose run finished, a new run starts (its results were complete)."""
+    out = tmp_path / "run"
+    train(setup, out, "--epochs", "1")
+    r = train(setup, out, "--epochs", "1")  # finished: a new run may start there
+    assert "epoch 1 (plain)" in r.stdout
+    m = metrics(out)
+    m["finished"] = False  # as if stopped after its state and before its final metrics.json
+    (out / "metrics.json").write_text(json.dumps(m))
+    before = (out / "train_state.pt").read_bytes()
+    r = train(setup, out, "--epochs", "1", check=False)
+    assert r.returncode == 1 and "epoch 1" not in r.stdout, r.stdout
+    assert f"error: {out} holds a run that did not finish (its state, {out / 'train_state.pt'}): add --resume" \
+        in r.stderr, r.stderr
+    assert (out / "train_state.pt").read_bytes() == before
+
+
+@pytest.mark.slow
 def test_resume_with_predict_takes_the_best_weights_from_the_state_or_refuses_at_once(setup, tmp_path):
     """--predict added on --resume to a run started without it (so no best-epoch weights were kept): when the
     state's own weights are the best epoch's (it was saved at the end of that epoch), they are kept from the
