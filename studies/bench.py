@@ -556,11 +556,16 @@ def print_data(args, weights, B, T, med):
     if d is None:
         print("\ndata throughput: skipped, no RTE or SST-2 train.tsv (pass --data-dir) or no tokenizer")
         return None
-    d["train_plain_per_s"], d["train_ga_all_per_s"] = B / med["plain"] * 1e3, B / med["ga-all"] * 1e3
-    print(f"\ndata ({d['task']} train, {d['examples']} examples, max_len {T}): tokenise {d['tokenise_per_s']:.0f} ex/s, "
-          f"batch {d['batch_per_s']:.0f} ex/s | training: plain {d['train_plain_per_s']:.1f} ex/s, GA all "
-          f"{d['train_ga_all_per_s']:.1f} ex/s | tokenising and batching add "
-          f"{d['train_plain_per_s'] * (1 / d['tokenise_per_s'] + 1 / d['batch_per_s']):.2%} to a plain epoch")
+    line = f"\ndata ({d['task']} train, {d['examples']} examples, max_len {T}): tokenise {d['tokenise_per_s']:.0f} " \
+           f"ex/s, batch {d['batch_per_s']:.0f} ex/s"
+    if "plain" in med:  # --methods may leave out plain or ga-all
+        d["train_plain_per_s"] = B / med["plain"] * 1e3
+        line += (f" | training: plain {d['train_plain_per_s']:.1f} ex/s | tokenising and batching add "
+                 f"{d['train_plain_per_s'] * (1 / d['tokenise_per_s'] + 1 / d['batch_per_s']):.2%} to a plain epoch")
+    if "ga-all" in med:
+        d["train_ga_all_per_s"] = B / med["ga-all"] * 1e3
+        line += f" | GA all {d['train_ga_all_per_s']:.1f} ex/s"
+    print(line)
     return d
 
 
