@@ -115,6 +115,21 @@ def check_loaded(paths):
                      "train.py's command line (python train.py ... --impl FILE), before anything imports the real one")
 
 
+def failed(paths, error):
+    """What train.py says when a run with --impl ends in an unexpected exception: a student's function that
+    hands on a wrong shape, dtype or value fails later, inside the real code. The error's first line and
+    where it was raised, the exercises that stand in, and the command that runs their lessons."""
+    where = traceback.extract_tb(error.__traceback__)[-1]
+    names = ", ".join(f"exercise {e.number} ({e.name})" for e in exercises(paths))
+    lessons = [f"python -m pytest {'exercises' if Path(p).is_dir() else make.TESTS[make.BY_PATH[Path(p).name].file]} "
+               f"--impl {p}" for p in paths]
+    first = (str(error).splitlines() or [""])[0]
+    return (f"error: --impl {' '.join(map(str, paths))}: training failed with {type(error).__name__}: {first} "
+            f"({Path(where.filename).name}:{where.lineno}, in {where.name}). Your {names} may hand on a wrong "
+            f"shape, dtype or value that the real code then trips on; run the lessons first:\n    "
+            + "\n    ".join(lessons))
+
+
 def from_argv(argv):
     """Every `--impl FILE` (or --impl=FILE) of a command line, loaded; exits with the message on a bad one."""
     paths = [a.split("=", 1)[1] for a in argv if a.startswith("--impl=")]

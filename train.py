@@ -482,6 +482,10 @@ def main():
         sys.exit(f"error: --impl: {e}")  # a blank exercise reached: its message says what to write and how to check it
     except KeyboardInterrupt:
         sys.exit(state.interrupted_message(Path(args.out or f"out/{args.task}")))
+    except Exception as e:  # with a student's files standing in, say which, and how to check them
+        if not args.impl:
+            raise
+        sys.exit(impl.failed(args.impl, e))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

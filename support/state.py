@@ -84,7 +84,11 @@ def lock_run_dir(out):
     step), holding who claimed it. A lock left by a run that is gone (see _gone) is taken over with a note; any
     other lock is refused in one line. Returns the handle for unlock_run_dir."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    unwritable = f"error: --out {out}: cannot write there ({{}}); pass a folder this user can write"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        sys.exit(unwritable.format(e.strerror or e))
     path = out / LOCK
     mine = {"pid": os.getpid(), "host": socket.gethostname(),
             "started": datetime.now().astimezone().isoformat(timespec="seconds"), "argv": sys.argv}
@@ -106,6 +110,8 @@ def lock_run_dir(out):
             if _read_lock(path) == held:
                 path.unlink(missing_ok=True)
             continue
+        except OSError as e:  # a read-only folder
+            sys.exit(unwritable.format(e.strerror or e))
         with os.fdopen(fd, "w") as f:
             json.dump(mine, f)
         return path, mine
@@ -186,6 +192,7 @@ def run_lock(out):
     """`with run_lock(out):` holds out for the block, refreshing the lock's time stamp from a background thread,
     and releases it however the block ends, except by SIGKILL: the next run then finds the lock stale (on this
     machine at once, from another after STALE_AFTER) and takes the folder over."""
+    made = not Path(out).exists()
     handle = lock_run_dir(out)
     done = threading.Event()
     beat = threading.Thread(target=_heartbeat, args=(*handle, done), daemon=True)
@@ -196,6 +203,8 @@ def run_lock(out):
         done.set()
         beat.join()
         unlock_run_dir(handle)
+        if made and not any(Path(out).iterdir()):  # a run that failed before it wrote anything leaves no folder
+            Path(out).rmdir()
 
 # -----------------------------------------------------------------------------
 # the training state, for --resume

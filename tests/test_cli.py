@@ -206,6 +206,8 @@ CASES = {
     "--max-len too short for the special tokens": Case("train.py", flags("--max-len", "3"), ("--max-len 3: too short",)),
     "--max-len above the position table": Case("train.py", flags("--max-len", "33"), ("--max-len 33", "32")),
     "--out a file": Case("train.py", flags("--out", "{d}/out.txt", files=["out.txt"]), ("--out {d}/out.txt",)),
+    "--out unwritable": Case("train.py", flags("--out", "/proc/ad-drop-out"),
+                             ("--out /proc/ad-drop-out: cannot write there",)),
     "--out under a file": Case("train.py", flags("--out", "{d}/out.txt/run1", files=["out.txt"]),
                                ("--out {d}/out.txt/run1: {d}/out.txt is a file",)),
     "--device unknown": Case("train.py", flags("--device", "gpu0"), ("--device 'gpu0'",)),
