@@ -421,8 +421,8 @@ def setup(args):
         sys.exit(f"error: --max-len {max_len}: the model's position table holds at most {net.cfg.max_tokens} "
                  f"tokens ({weights / 'config.json'}: max_position_embeddings {net.cfg.max_position_embeddings})")
     try:
-        layers = settings.parse_layers(args.layers or ("first" if args.task in settings.FIRST_LAYER_TASKS else "all"),
-                                       net.cfg.num_hidden_layers)
+        default = "first" if args.task in settings.FIRST_LAYER_TASKS else "all"
+        layers = settings.parse_layers(default if args.layers is None else args.layers, net.cfg.num_hidden_layers)
     except ValueError as e:
         sys.exit(f"error: {e}")
     say = print if rank == 0 else (lambda *a, **k: None)

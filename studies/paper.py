@@ -95,7 +95,8 @@ def report_grid(args, base, runs, results):
             + (f" (first {summary['dev_limit']} dev examples)" if summary["dev_limit"] else "")
     grid_heatmap(rows, summary["values"], title, f"{base}_heatmap.png")
     cross_tuning_figure(rows, ft, task, len(summary["values"]), f"{base}_cross_tuning.png")
-    print(f"grid: wrote {base}_heatmap.png, {base}_cross_tuning.png, {base}.csv and {base}.json")
+    print(f"grid: wrote {base}_heatmap.png, {base}_cross_tuning.png, " + (f"{base}.csv and " if rows else "")
+          + f"{base}.json" + ("" if rows else " (no finished runs yet, so no CSV)"))
     print(f"  fine-tuning baseline {fmt(ft)}")
     for key in ("with", "without"):
         s = summary[key]
@@ -258,7 +259,7 @@ def report_figure1(args, base, runs, results):
     A, Bh, drop, Ah2 = attns[layer][0, head], B[0, head], M[0, head], attns2[layer][0, head]
     labels = data.get_task(task).labels
     pseudo = labels[logits.argmax().item()]
-    title = (f"{data.get_task(task).name} dev example, layer {layer + 1}, head {head + 1}: "
+    title = (f"{data.get_task(task).name} dev example, layer {layer}, head {head} (from 0): "
              f"{drop.sum().item()} of {len(enc.tokens) ** 2} positions dropped; gold label '{labels[ex.label]}'")
     figure1(enc.tokens, A, Bh, cand[0, head], drop, Ah2, p, q, pseudo, title, f"{base}.png")
     write_json(f"{base}.json", {

@@ -68,7 +68,7 @@ def parse_args(argv=None, description=None):
 
 def task_flags(ap):
     """what to train, on what: the task, weights and data, and their subsets"""
-    ap.add_argument("--task", default="rte", help="GLUE task, or conll2003 (NER): " + ", ".join(SETTINGS))
+    ap.add_argument("--task", default="rte", help="GLUE task, or conll2003 (NER), default rte: " + ", ".join(SETTINGS))
     ap.add_argument("--weights", default=None, help="weights folder, or a name under weights/ (default: all-MiniLM-L6-v2)")
     ap.add_argument("--data-dir", default=None, help="GLUE folder (default: $GLUE_DIR, else data/glue); CoNLL-2003 "
                     "and PAWS are read from its conll2003/ and paws/, or from those folders beside it")
@@ -178,6 +178,7 @@ def check_args(args, bad):
     """Refuse bad flag values before any work starts, each in one line naming the flag (bad: argparse's
     error, which prints the usage and exits): the values one by one, how they combine, and --out."""
     args.task = args.task.lower().replace("-", "")
+    args.attribution, args.labels, args.dtype = args.attribution.lower(), args.labels.lower(), args.dtype.lower()
     _check_values(args, bad)
     _check_combinations(args, bad)
     _check_out(args, bad)
@@ -241,6 +242,12 @@ def _check_combinations(args, bad):
         bad("--dev-once: dev must not pick the epoch it is scored at; pass --holdout F or --shots K --shots-holdout")
     if args.shots and args.task in data.TASKS and data.TASKS[args.task].token_level:
         bad(f"--shots: few-shot sampling draws K examples per class; {args.task} labels tokens, not sentences")
+    if args.shots and args.task in data.TASKS and data.TASKS[args.task].labels is None:
+        bad(f"--shots: few-shot sampling draws K examples per class; {args.task} is a regression task, with no classes")
+    if args.shots and args.limit:
+        bad("--shots and --limit: choose one way to sample the training set")
+    if args.labels == "gold" and args.attribution in ("aa", "rd"):
+        bad(f"--labels gold: --attribution {args.attribution} attributes no label (attention weights or random)")
 
 
 def _check_out(args, bad):
@@ -320,10 +327,12 @@ def describe(j):
     """The run in one line (two with --impl), as train.py prints it before the first step."""
     args = j.args
     sizes = " / ".join(f"{len(s.y)} {name}" for name, s in j.splits.items() if s.y)
-    what = "plain fine-tuning" if not j.use_addrop else (
+    what = "plain fine-tuning" + (f" (--p {args.p} --q {args.q}: AD-DROP needs both above 0)" if args.p or args.q
+                                  else "") if not j.use_addrop else (
         f"AD-DROP p={args.p} q={args.q} {args.attribution} layers={j.layers} labels={args.labels}"
         f"{' low' if args.drop_low else ''}{'' if args.no_cross_tuning else ' with cross-tuning'}"
-        f"{' first pass in train mode' if args.first_pass == 'train' else ''}")
+        f"{' first pass in train mode' if args.first_pass == 'train' else ''}"
+        f"{' (epoch 1 is plain: 1 epoch runs no AD-DROP)' if j.epochs < 2 and not args.no_cross_tuning else ''}")
     return ("".join(f"--impl: {Path(p).stem} from {p}\n" for p in args.impl) +
             f"{args.task}: {sizes} examples | {j.weights} | {j.device}"
             f"{f' x {j.world} processes' if j.world > 1 else ''} | {args.dtype} | lr {j.lr} batch {j.batch_size} "

@@ -263,7 +263,9 @@ def load_state(out, settings, world, device):
         saved = state["settings"]
     except Exception as e:  # a file we did not write, or a truncated copy of one
         sys.exit(f"error: --resume: {path} is not a training state this script wrote ({type(e).__name__}: {e})")
-    diff = [f"--{k.replace('_', '-')} {saved.get(k)!r} then, {v!r} now" for k, v in settings.items() if saved.get(k) != v]
+    said = lambda v: "the default" if v is None else repr(v)  # noqa: E731 (a flag not given is None)
+    diff = [f"--{k.replace('_', '-')} {said(saved.get(k))} then, {said(v)} now" for k, v in settings.items()
+            if saved.get(k) != v]
     if "ranks" not in state:
         sys.exit(f"error: --resume: {path} holds no per-rank random streams, which this script's states hold; "
                  "it cannot be continued exactly: rerun without --resume")

@@ -206,6 +206,7 @@ CASES = {
     "--max-len too short for the special tokens": Case("train.py", flags("--max-len", "3"), ("--max-len 3: too short",)),
     "--max-len above the position table": Case("train.py", flags("--max-len", "33"), ("--max-len 33", "32")),
     "--out a file": Case("train.py", flags("--out", "{d}/out.txt", files=["out.txt"]), ("--out {d}/out.txt",)),
+    "--layers empty": Case("train.py", flags("--layers", ""), ("--layers '': expected 'first', 'all' or comma-separated",)),
     "--out unwritable": Case("train.py", flags("--out", "/proc/ad-drop-out"),
                              ("--out /proc/ad-drop-out: cannot write there",)),
     "--out under a file": Case("train.py", flags("--out", "{d}/out.txt/run1", files=["out.txt"]),

@@ -675,6 +675,10 @@ def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
     (["--dev-once"], "--dev-once: dev must not pick the epoch it is scored at"),
     (["--tie-break", "last"], "argument --tie-break: invalid choice: 'last'"),
     (["--compile", "tensorrt-nope"], "--compile 'tensorrt-nope': not a torch.compile backend"),
+    (["--task", "stsb", "--shots", "8"], "--shots: few-shot sampling draws K examples per class; stsb is a regression"),
+    (["--shots", "8", "--limit", "100"], "--shots and --limit: choose one way to sample the training set"),
+    (["--labels", "gold", "--attribution", "aa"], "--labels gold: --attribution aa attributes no label"),
+    (["--labels", "gold", "--attribution", "RD"], "--labels gold: --attribution rd attributes no label"),
 ])
 def test_new_flags_refused_by_name(capsys, argv, message):
     """The flags this file's features added refuse a bad value in parse_args, in one line naming it."""
