@@ -18,7 +18,15 @@ COUNT = Path(__file__).resolve().parent / ".hints.json"
 
 
 def counts():
-    return {int(n): k for n, k in json.loads(COUNT.read_text()).items()} if COUNT.is_file() else {}
+    """The hints shown so far, per exercise; a count file that no longer reads (cut by a crash, edited by hand)
+    is said so and starts again, rather than stopping the hints."""
+    if not COUNT.is_file():
+        return {}
+    try:
+        return {int(n): int(k) for n, k in json.loads(COUNT.read_text()).items()}
+    except (ValueError, AttributeError) as e:
+        print(f"({COUNT} does not read as a hint count ({type(e).__name__}); the count starts again)\n")
+        return {}
 
 
 def main(argv):
@@ -36,7 +44,9 @@ def main(argv):
     e, seen = make.BY_NUMBER[int(argv[0])], counts()
     k = min(seen.get(e.number, 0) + 1, len(e.hints))
     seen[e.number] = k
-    COUNT.write_text(json.dumps({str(n): seen[n] for n in sorted(seen)}) + "\n")
+    tmp = COUNT.with_name(COUNT.name + ".tmp")  # written whole, then renamed: a crash leaves the old count
+    tmp.write_text(json.dumps({str(n): seen[n] for n in sorted(seen)}) + "\n")
+    tmp.replace(COUNT)
     print(f"Exercise {e.number} ({e.name}, {e.equation}): hint {k} of {len(e.hints)}"
           f"{', the recipe' if k == len(e.hints) else ''}\n")
     for i, hint in enumerate(e.hints[:k], 1):

@@ -308,6 +308,7 @@ def atomic_write(path, write, tmp=None):
     tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_UMASK)  # as an open() would make it (safetensors and mkstemp make files 0600)
         _sync(tmp)
         os.replace(tmp, path)
         if os.name == "posix":  # a folder cannot be opened on Windows; its rename is durable there
@@ -318,6 +319,10 @@ def atomic_write(path, write, tmp=None):
             raise
         old = f"the previous {path} is unchanged" if path.exists() else f"nothing was written to {path}"
         raise SaveError(f"could not write {path}: {e.strerror or e}; {old}") from e
+
+
+_UMASK = os.umask(0o022)  # read once (setting it is the only way to read it), and put back at once
+os.umask(_UMASK)
 
 
 def _sync(path):

@@ -385,6 +385,11 @@ def test_hints_come_one_at_a_time(tmp_path, monkeypatch, capsys):
     assert "exercise 11 addrop_step" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         hint.main(["12"])
+    (tmp_path / "hints.json").write_text('{"2": ')  # cut short: the hints go on, the count starts again
+    hint.main(["2"])
+    out = capsys.readouterr().out
+    assert "does not read as a hint count (JSONDecodeError); the count starts again" in out and "hint 1 of" in out
+    assert json.loads((tmp_path / "hints.json").read_text()) == {"2": 1}
 
 
 @pytest.mark.parametrize("test", make.TESTS.values())

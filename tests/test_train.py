@@ -790,7 +790,8 @@ def test_full_disk_leaves_the_previous_file_whole(tmp_path, monkeypatch, name):
 @pytest.mark.parametrize("name", ["model.safetensors", "metrics.json", "train_state.pt", "tokenizer.json"])
 def test_a_save_is_forced_to_disk_before_its_rename_and_its_folder_after(tmp_path, monkeypatch, name):
     """A crash of the machine (not just of the process) must find the old file or the whole new one: the
-    temporary file's data reach the disk (fsync) before the rename, and the folder's entry after it."""
+    temporary file's data reach the disk (fsync) before the rename, and the folder's entry after it. The file
+    is readable as any other the user makes (the umask's mode, not safetensors' 0600)."""
     path, save, _ = save_cases(tmp_path)[name]
     events, fsync, replace = [], os.fsync, os.replace
     monkeypatch.setattr(os, "fsync", lambda fd: (events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}"))), fsync(fd)))
@@ -798,6 +799,9 @@ def test_a_save_is_forced_to_disk_before_its_rename_and_its_folder_after(tmp_pat
     save(0)
     i = events.index(("replace", str(path)))
     assert events[i - 1:i + 2] == [("fsync", f"{path}.tmp"), ("replace", str(path)), ("fsync", str(path.parent))], events
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask  # as open() makes files (safetensors alone made 0600)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
