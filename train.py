@@ -384,9 +384,11 @@ def finish(j):
         if args.no_checkpoint:  # a sweep keeps only the metrics of a finished run
             (j.out / state.STATE).unlink(missing_ok=True)
     name = j.task.metrics[0]
-    j.say(f"best {result['selection']} {name} {j.best:.4f} at epoch {j.best_epoch}"
+    sample = " (the --dev-limit sample)" if args.dev_limit and result["selection"] == "dev" else ""
+    j.say(f"best {result['selection']}{sample} {name} {j.best:.4f} at epoch {j.best_epoch}"
           + (f" (dev {name} {result['dev_at_best']:.4f})" if result["selection"] == "holdout" else "")
-          + "".join(f" | {k} {v['metric']:.4f}" for k, v in extra.get("predictions", {}).items() if "metric" in v)
+          + "".join(f" | {'all of dev' if k == 'dev' else k} {v['metric']:.4f}"
+                    for k, v in extra.get("predictions", {}).items() if "metric" in v)
           + (f" | {args.ood} {extra['ood']['metric']:.4f}" if args.ood else "")
           + f"; {'metrics' if args.no_checkpoint else 'checkpoint'} in {j.out}/")
     return result
