@@ -367,6 +367,53 @@ def test_download_archive_without_the_files(tmp_path):
     assert str(tmp_path / "glue" / "CoLA" / "dev.tsv") in str(e.value)
 
 
+def mrpc_sources(folder, train_rows, test_rows, dev_ids, bom="\ufeff"):
+    """Microsoft's two files and GLUE's dev list, as the three URLs of download.URLS["mrpc"] serve them."""
+    folder.mkdir()
+    header = bom + "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+    (folder / "train.txt").write_text("\n".join([header, *train_rows]) + "\n", encoding="utf-8")
+    (folder / "test.txt").write_text("\r\n".join([header, *test_rows]) + "\r\n", encoding="utf-8")
+    (folder / "ids.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in dev_ids), encoding="utf-8")
+    return {"train": (folder / "train.txt").as_uri(), "test": (folder / "test.txt").as_uri(),
+            "dev_ids": (folder / "ids.tsv").as_uri()}
+
+
+def test_mrpc_is_built_as_glue_builds_it(tmp_path):
+    """GLUE published no MRPC archive: ensure_task builds MRPC/ from Microsoft's training and test files and
+    GLUE's list of dev pairs, as download_glue_data.py does: dev.tsv the listed pairs, train.tsv the rest (both
+    in the file's order, with its header), test.tsv the test pairs with an index for the label; all three read."""
+    rows = [f"{i % 2}\t{100 + i}\t{200 + i}\tsentence {i} one .\tsentence {i} two ." for i in range(6)]
+    tests = [f"1\t{300 + i}\t{400 + i}\ttest {i} one .\ttest {i} two ." for i in range(3)]
+    urls = mrpc_sources(tmp_path / "src", rows, tests, [("101", "201"), ("104", "204")])
+    glue = tmp_path / "glue"
+    assert download.ensure_task("mrpc", glue, url=urls) == glue / "MRPC"
+    header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    assert (glue / "MRPC" / "dev.tsv").read_text(encoding="utf-8") == header + rows[1] + "\n" + rows[4] + "\n"
+    assert (glue / "MRPC" / "train.tsv").read_text(encoding="utf-8") == header + "".join(
+        r + "\n" for i, r in enumerate(rows) if i not in (1, 4))
+    assert (glue / "MRPC" / "test.tsv").read_text(encoding="utf-8").splitlines() == [
+        "index\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [f"{i}\t{300 + i}\t{400 + i}\ttest {i} one .\ttest {i} two ."
+                                                        for i in range(3)]
+    assert [e.label for e in data.load_split("mrpc", "dev", glue)] == [1, 0]
+    assert len(data.load_split("mrpc", "train", glue)) == 4 and len(data.load_test("mrpc", "test", glue)[0]) == 3
+    assert sorted(p.name for p in glue.iterdir()) == ["MRPC"]  # nothing else left behind
+
+
+@real
+def test_mrpc_built_from_its_sources_is_glues_byte_for_byte(tmp_path):
+    """Given sources that hold exactly GLUE's pairs (Microsoft's training file as GLUE's train rows, then its
+    dev rows; its test file as GLUE's test rows with a label for the index), the built MRPC/ is GLUE's
+    train.tsv, dev.tsv and test.tsv byte for byte."""
+    real = REAL_GLUE / "MRPC"
+    train, dev, test = ((real / f"{s}.tsv").read_text(encoding="utf-8").splitlines() for s in ("train", "dev", "test"))
+    ids = [tuple(r.split("\t")[1:3]) for r in dev[1:]]
+    tests = ["0\t" + r.split("\t", 1)[1] for r in test[1:]]
+    urls = mrpc_sources(tmp_path / "src", train[1:] + dev[1:], tests, ids)
+    download.ensure_task("mrpc", tmp_path / "glue", url=urls)
+    for s in ("train", "dev", "test"):
+        assert (tmp_path / "glue" / "MRPC" / f"{s}.tsv").read_bytes() == (real / f"{s}.tsv").read_bytes(), s
+
+
 @pytest.mark.parametrize("kind", ["missing file", "not a url", "unknown scheme", "not a zip", "train.tsv only"])
 def test_download_failures_name_the_cause(tmp_path, kind):
     """Whatever goes wrong in a download (no such file, a string that is no URL, a scheme urllib does not
