@@ -428,6 +428,10 @@ def setup(args):
     except ValueError as e:
         sys.exit(f"error: {e}")
     say = print if rank == 0 else (lambda *a, **k: None)
+    tuned = checkpoint.fine_tuned_on(weights)
+    if tuned and tuned != args.task:
+        say(f"note: {weights} was fine-tuned on {tuned}: its classifier starts this {args.task} run, and the defaults "
+            f"are Table 4's {net.cfg.model_type} row (pass --lr to choose)")
     splits, test_index, pad_id = data.load_splits(args, task, weights, net.cfg, max_len, say)
     total_steps = min(args.max_steps or 10**12, math.ceil(len(splits["train"].y) / batch_size) * epochs)
     j = Job(args=args, rank=rank, world=world, device=device, task=task, weights=weights, net=net,

@@ -365,6 +365,11 @@ def save_pretrained(model, out_dir, extra_config=None):
     atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(cfg, indent=2)))
 
 
+def fine_tuned_on(weights_dir):
+    """The task a checkpoint of train.py's (save_run) was fine-tuned on, or None for other weights."""
+    return _read_json(Path(weights_dir) / "config.json").get("task")
+
+
 def save_run(model, out_dir, task, labels, weights_dir):
     """train.py's checkpoint: the model with its task and label names in config.json, and the tokenizer.json of
     the weights it started from beside it, so that the folder loads and tokenises alone."""

@@ -48,7 +48,8 @@ def ensure_task(task_name, data_dir, url=None):
     if not all(p.is_file() for p in needed):
         lacking = " and ".join(f"{task.folder}/{p.name}" for p in needed if not p.is_file())
         reason = reason or f"the archive from {url} did not contain {lacking}"
-        raise data.DataError(f"{task.name} data missing: expected {' and '.join(map(str, needed))}; {reason}. "
+        missing = " and ".join(str(p) for p in needed if not p.is_file())
+        raise data.DataError(f"{task.name} data missing: expected {missing}; {reason}. "
                              f"Get the GLUE data (e.g. with GLUE's download_glue_data.py) and pass --data-dir or "
                              f"set GLUE_DIR to the folder that holds {task.folder}/")
     return folder

@@ -318,6 +318,9 @@ def resume(j):
         j.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in saved["model"].items()}  # they are these
     if part is not None:  # saved inside an epoch: go on with its batches left
         batches = math.ceil(len(j.splits["train"].y) / j.batch_size)
+        if part["epoch"] > j.epochs:
+            sys.exit(f"error: --resume: {j.out / STATE} stopped inside epoch {part['epoch']}, past --epochs "
+                     f"{j.epochs}: pass --epochs {part['epoch']} or more to go on (--epochs may grow, not shrink)")
         if not 0 <= part["batches"] <= batches:
             sys.exit(f"error: --resume: {j.out / STATE}: its epoch {part['epoch']} stopped at batch "
                      f"{part['batches']}, past the end of the epoch ({batches} batches): not a state of this run")

@@ -220,6 +220,8 @@ def test_a_stop_signal_saves_inside_the_epoch_and_resumes_bit_for_bit(setup, uni
     part = saved["in_epoch"]
     assert part["epoch"] == 2 and 4 <= part["batches"] < 30 and saved["step"] == 30 + part["batches"]
     assert len(saved["ranks"][0]["losses"]) == part["batches"]
+    r = train(setup, out, *LONG, "--epochs", "1", "--resume", check=False, **LONG_KW)  # --epochs may grow, not shrink
+    assert r.returncode == 1 and "stopped inside epoch 2, past --epochs 1: pass --epochs 2 or more" in r.stderr
     r = train(setup, out, *LONG, "--resume", **LONG_KW)
     assert f"resuming after batch {part['batches']} of epoch 2" in r.stdout
     assert_same_run(out, uninterrupted)
@@ -393,6 +395,23 @@ def test_resume_after_the_last_epoch_only_finishes(setup, tmp_path):
     (out / "metrics.json").write_text(json.dumps(m))
     r = train(setup, out, "--epochs", "1", "--resume")
     assert metrics(out)["finished"] and metrics(out)["history"] == m["history"] and "best dev" in r.stdout
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_another_task_is_said_so(setup, tmp_path):
+    """--weights OUT of a run fine-tuned on another task (its config.json names it) starts from that task's
+    classifier and Table 4's row for its model type: the run says both before it trains; a checkpoint of the
+    same task, or weights that are no checkpoint of ours, say nothing."""
+    out = tmp_path / "rte"
+    train(setup, out, "--epochs", "1")
+    assert checkpoint.fine_tuned_on(out) == "rte" and checkpoint.fine_tuned_on(setup / "w0") is None
+    r = train(setup, tmp_path / "again", "--epochs", "1", weights=out)
+    assert "note:" not in r.stdout
+    cfg = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**cfg, "task": "sst2"}))
+    r = train(setup, tmp_path / "other", "--epochs", "1", weights=out)
+    assert f"note: {out} was fine-tuned on sst2: its classifier starts this rte run, and the defaults are Table " \
+           "4's bert row (pass --lr to choose)" in r.stdout
 
 
 @pytest.mark.slow
