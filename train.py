@@ -428,8 +428,7 @@ def setup(args):
     except ValueError as e:
         sys.exit(f"error: {e}")
     say = print if rank == 0 else (lambda *a, **k: None)
-    tuned = checkpoint.fine_tuned_on(weights)
-    if tuned and tuned != args.task:
+    if (tuned := checkpoint.fine_tuned_on(weights)) not in (None, args.task):
         say(f"note: {weights} was fine-tuned on {tuned}: its classifier starts this {args.task} run, and the defaults "
             f"are Table 4's {net.cfg.model_type} row (pass --lr to choose)")
     splits, test_index, pad_id = data.load_splits(args, task, weights, net.cfg, max_len, say)
