@@ -230,12 +230,12 @@ class Encoder(nn.Module):
             pos = torch.arange(T, device=input_ids.device).expand(B, T)
         x = self.word(input_ids) + self.pos(pos) + self.token_type(token_type_ids)
         x = dropout(self.ln(x), self.p, self.training)  # (B, T, E)
+        # in LayerNorm's dtype, float32 under bf16 autocast, before ELECTRA's projection hands on bf16: the scores
+        # plus pad, so A and B = dF/dA, are float32 there for every model type (train.py, "Precision")
+        pad = torch.zeros(B, 1, 1, T, dtype=x.dtype, device=x.device)
+        pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
         if self.project is not None:
             x = self.project(x)  # (B, T, C)
-        # float32 even under bf16 autocast (ELECTRA's projection hands on bf16): the scores plus pad, and so A
-        # and B = dF/dA, are float32 for every model type (train.py, "Precision")
-        pad = torch.zeros(B, 1, 1, T, dtype=torch.promote_types(x.dtype, torch.float32), device=x.device)
-        pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
         return x, pad
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None, first_only=False,

@@ -349,7 +349,8 @@ def test_bf16_trains(setup):
 def test_attention_maps_are_float32_under_bf16_autocast(model_type):
     """Under --dtype bf16 (autocast) the maps A, and so B = dF/dA and Eq. 6's comparisons, are float32 for every
     model type, as train.py's "Precision" says: ELECTRA's embedding projection hands bf16 on to the layers, and
-    the float32 padding mask promotes their scores."""
+    the float32 padding mask promotes their scores. A model cast to bfloat16 whole (from_pretrained's dtype)
+    runs in bfloat16 throughout: a float32 mask there would meet bfloat16 values in A @ v and fail."""
     extra = {"electra": dict(embedding_size=16), "roberta": dict(pad_token_id=1)}.get(model_type, {})
     cfg = model.Config(model_type=model_type, vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                        intermediate_size=64, max_position_embeddings=64, **extra)
@@ -360,6 +361,8 @@ def test_attention_maps_are_float32_under_bf16_autocast(model_type):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         _, attns = net(ids, mask, torch.zeros_like(ids))
     assert [a.dtype for a in attns] == [torch.float32] * 2
+    _, attns = net.to(torch.bfloat16)(ids, mask, torch.zeros_like(ids))  # a model cast whole runs in its dtype
+    assert [a.dtype for a in attns] == [torch.bfloat16] * 2
 
 
 def test_holdout_split_is_stratified_and_seeded():
