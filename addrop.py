@@ -8,8 +8,8 @@ model learns to use the rest. One AD-DROP step (Section 2.3, Figure 3):
   1. forward the batch unmasked; pseudo label c~ = argmax of the logits        Eq. 4
   2. attribution of every attention position: B_l = dF_c~ / dA_l             Eq. 5 (= Eq. 2)
      (or integrated gradients, Eq. 3; or the ablations of Table 2)
-  3. per row of B: candidates = the top int(n p)-ish positions, each dropped
-     with probability q; the mask M is 0 (keep) or -inf (drop)               Eq. 6-7
+  3. per row of B: candidates = the scores at or above b^[int(n (1 - p))], the
+     row sorted; each dropped with probability q; M is 0 or -inf (drop)       Eq. 6-7
   4. forward again with the masks M_l added inside the softmax (Eq. 1): the loss
      of that pass, on the gold labels, is the one backpropagated (addrop_step)
 

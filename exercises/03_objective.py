@@ -11,8 +11,8 @@ returns          F, a 0-dim tensor
 
 What F is, in the paper's terms:
   classification   F_c~(A), the logit of class c~ before the softmax (Eq. 4-5)
-  regression       no class to attribute (Appendix A): F = -L, L the actual loss, the squared error
-                   1/2 (y^ - y)^2
+  regression       no class to attribute (Appendix A): F = -L, L the squared error 1/2 (y^ - y)^2
+                   (the training loss halved: a factor that changes no ranking of B)
   token task       F = -L, L the pseudo loss of Appendix A Eq. 2 (exercise 10)
 
 One F serves a whole batch, whose examples do not interact: F's gradient with respect to example i's
