@@ -125,8 +125,8 @@ def failed(paths, error):
                f"--impl {p}" for p in paths]
     first = (str(error).splitlines() or [""])[0]
     return (f"error: --impl {' '.join(map(str, paths))}: training failed with {type(error).__name__}: {first} "
-            f"({Path(where.filename).name}:{where.lineno}, in {where.name}). Your {names} may hand on a wrong "
-            f"shape, dtype or value that the real code then trips on; run the lessons first:\n    "
+            f"({Path(where.filename).name}:{where.lineno}, in {where.name}). If it is your {names}, handing on a "
+            f"wrong shape, dtype or value that the real code then trips on, its lessons say so:\n    "
             + "\n    ".join(lessons))
 
 

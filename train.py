@@ -429,8 +429,8 @@ def setup(args):
         sys.exit(f"error: {e}")
     say = print if rank == 0 else (lambda *a, **k: None)
     if (tuned := checkpoint.fine_tuned_on(weights)) not in (None, args.task):
-        say(f"note: {weights} was fine-tuned on {tuned}: its classifier starts this {args.task} run, and the defaults "
-            f"are Table 4's {net.cfg.model_type} row (pass --lr to choose)")
+        say(f"note: {weights} was fine-tuned on {tuned}: this {args.task} run starts from its weights (its classifier "
+            "too, where it fits), and the defaults are settings.py's for a --weights model (pass --lr to choose)")
     splits, test_index, pad_id = data.load_splits(args, task, weights, net.cfg, max_len, say)
     total_steps = min(args.max_steps or 10**12, math.ceil(len(splits["train"].y) / batch_size) * epochs)
     j = Job(args=args, rank=rank, world=world, device=device, task=task, weights=weights, net=net,

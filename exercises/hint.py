@@ -24,7 +24,7 @@ def counts():
         return {}
     try:
         return {int(n): int(k) for n, k in json.loads(COUNT.read_text()).items()}
-    except (ValueError, AttributeError) as e:
+    except (ValueError, AttributeError, TypeError) as e:
         print(f"({COUNT} does not read as a hint count ({type(e).__name__}); the count starts again)\n")
         return {}
 

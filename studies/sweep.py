@@ -137,7 +137,8 @@ def run_once(run_dir, argv, label):
         return res
     # train.py writes the state, then metrics.json, after each epoch: metrics.json says whose state it is
     metrics = run_dir / "metrics.json"
-    stale = metrics.exists() and not same_settings(json.loads(metrics.read_text())["args"], targs)
+    stale = metrics.exists() and not same_settings(json.loads(metrics.read_text())["args"], targs) \
+        and not state.saved_after_metrics(run_dir)  # a state newer than metrics.json is a later run's
     resume = (run_dir / state.STATE).exists() and not stale
     if stale:  # its state is another run's: removed, as train.py refuses to overwrite an unfinished run's state
         print(f"  {label}: settings changed since {metrics} was written; training again")

@@ -58,8 +58,8 @@ def test_bf16_masks_compares_real_batches(tiny, capsys):
 def test_the_script_runs_from_the_repository_root(tiny, tmp_path, methods):
     """`python studies/bench.py` with the smallest options (one timed round, no warm-up, batch 2 x 8, the
     installed MiniLM) exits 0 with no traceback and writes its JSON: every method's ratio, and the data
-    benchmark over the 8 hand-made RTE rows; with --methods, those methods and plain (a run without GA all
-    once lost its JSON to a KeyError at the very end)."""
+    benchmark over the 8 hand-made RTE rows; with --methods, those methods and plain (the data line reports
+    whichever training rates were timed)."""
     try:
         checkpoint.default_weights_dir()
     except checkpoint.WeightsError as e:

@@ -9,6 +9,7 @@ so that a training run takes a fraction of a second; GLUE data comes from $GLUE_
 import csv
 import json
 import math
+import os
 import shutil
 import signal
 import subprocess
@@ -177,7 +178,7 @@ def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp
     run_dir = tmp_path / "run"
     run_dir.mkdir()
 
-    def case(saved, metrics_argv=None, finished=False):
+    def case(saved, metrics_argv=None, finished=False, saved_later=False):
         for f in run_dir.iterdir():
             f.unlink()
         if saved:
@@ -185,6 +186,9 @@ def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp
         if metrics_argv is not None:
             args = vars(sweep.train_args(run_dir, metrics_argv))
             (run_dir / "metrics.json").write_text(json.dumps({"args": args, "finished": finished}))
+        if saved_later:  # the state of a run started after that metrics.json was written
+            later = (run_dir / "metrics.json").stat().st_mtime_ns + 10**9
+            os.utime(run_dir / state.STATE, ns=(later, later))
         calls.clear()
         sweep.run_once(run_dir, argv, "run")
         return calls
@@ -194,6 +198,8 @@ def test_run_once_resumes_exactly_when_a_state_of_the_same_settings_is_there(tmp
     assert case(saved=True, metrics_argv=argv) == [True]
     assert case(saved=True, metrics_argv=argv[:3] + ["4"] + argv[4:]) == [False]  # --epochs 4 then: start again
     assert not (run_dir / state.STATE).exists()  # that other run's state removed: train.py would refuse it
+    assert case(saved=True, metrics_argv=argv[:3] + ["4"] + argv[4:], saved_later=True) == [True]  # a later run's
+    assert (run_dir / state.STATE).exists()
     assert case(saved=False, metrics_argv=argv) == [False]
     assert case(saved=True, metrics_argv=argv, finished=True) == []
 

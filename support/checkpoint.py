@@ -308,26 +308,34 @@ def atomic_write(path, write, tmp=None):
     tmp = Path(tmp) if tmp is not None else path.with_name(path.name + ".tmp")
     try:
         write(tmp)
-        os.chmod(tmp, 0o666 & ~_UMASK)  # as an open() would make it (safetensors and mkstemp make files 0600)
-        _sync(tmp)
+        _best_effort(os.chmod, tmp, 0o666 & ~_UMASK)  # as open() makes files (safetensors and mkstemp: 0600)
+        _sync(tmp, os.O_RDWR)  # Windows fsyncs only a descriptor open for writing
         os.replace(tmp, path)
-        if os.name == "posix":  # a folder cannot be opened on Windows; its rename is durable there
-            _sync(path.parent)
     except BaseException as e:  # an interrupt, too, leaves no temporary file behind
         tmp.unlink(missing_ok=True)
         if not isinstance(e, OSError) or isinstance(e, SaveError):
             raise
         old = f"the previous {path} is unchanged" if path.exists() else f"nothing was written to {path}"
         raise SaveError(f"could not write {path}: {e.strerror or e}; {old}") from e
+    if os.name == "posix":  # the rename, to disk too; a folder cannot be opened on Windows, where it is durable
+        _best_effort(_sync, path.parent, os.O_RDONLY)  # some network mounts refuse a folder's fsync: the file is saved
 
 
 _UMASK = os.umask(0o022)  # read once (setting it is the only way to read it), and put back at once
 os.umask(_UMASK)
 
 
-def _sync(path):
+def _best_effort(f, *args):
+    """f(*args), where a refusal (a mount that allows no chmod, no folder fsync) changes nothing that matters."""
+    try:
+        f(*args)
+    except OSError:
+        pass
+
+
+def _sync(path, flags):
     """os.fsync of a file or a folder: what the OS still holds in memory for it goes to the disk."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = os.open(path, flags)
     try:
         os.fsync(fd)
     finally:

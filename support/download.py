@@ -1,8 +1,8 @@
 """
 Getting the data: a GLUE task's archive is downloaded and unpacked into the data folder the first time a run needs
 it (MRPC, which has no archive, is built from Microsoft's files as GLUE's script builds it); CoNLL-2003 and PAWS
-have no stable download, so for them a missing file is only explained (where to put it). No URL here can be
-reached from the machines this project is developed on: each path is tested over file:// URLs instead."""
+have no stable download, so for them a missing file is only explained (where to put it). The tests fetch over
+file:// URLs."""
 import os
 import shutil
 import tempfile
@@ -120,18 +120,31 @@ def _build_mrpc(urls, tmp):
     they are; test.tsv is Microsoft's test file (1725 pairs) with an index in place of the label."""
     for name, url in urls.items():
         _fetch(url, tmp / name)
-    dev_ids = {tuple(line.split("\t")[:2]) for line in (tmp / "dev_ids").read_text(encoding="utf-8").split("\n") if line}
+    dev_ids = {tuple(line.strip().split("\t")[:2]) for line in (tmp / "dev_ids").read_text(encoding="utf-8").split("\n")
+               if line.strip()}
     header, *rows = [r for r in (tmp / "train").read_text(encoding="utf-8").split("\n") if r.strip()]
     out = tmp / "MRPC"
     out.mkdir()
     split = {"dev.tsv": [], "train.tsv": []}
     for r in rows:
-        label, id1, id2, s1, s2 = r.strip().split("\t")
+        label, id1, id2, s1, s2 = _fields(r)
         split["dev.tsv" if (id1, id2) in dev_ids else "train.tsv"].append("\t".join((label, id1, id2, s1, s2)))
+    found = {tuple(r.split("\t")[1:3]) for r in split["dev.tsv"]}
+    if found != dev_ids:  # a page served in place of the list, or a changed file
+        raise ValueError(f"only {len(found)} of the {len(dev_ids)} dev pairs that {urls['dev_ids']} lists are in "
+                         f"{urls['train']}")
     for name, kept in split.items():
         (out / name).write_text("\n".join([header.rstrip("\r"), *kept]) + "\n", encoding="utf-8")
     _, *tests = [r for r in (tmp / "test").read_text(encoding="utf-8").split("\n") if r.strip()]
     lines = ["index\t#1 ID\t#2 ID\t#1 String\t#2 String"] + [
-        "\t".join([str(i), *r.strip().split("\t")[1:]]) for i, r in enumerate(tests)]
+        "\t".join([str(i), *_fields(r)[1:]]) for i, r in enumerate(tests)]
     (out / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
+
+
+def _fields(row):
+    """A row of Microsoft's files: quality (the label), the two ids and the two sentences."""
+    fields = row.strip().split("\t")
+    if len(fields) != 5:
+        raise ValueError(f"a row of {len(fields)} tab-separated fields, not 5: {row[:60]!r}")
+    return fields

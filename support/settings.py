@@ -179,6 +179,7 @@ def check_args(args, bad):
     error, which prints the usage and exits): the values one by one, how they combine, and --out."""
     args.task = args.task.lower().replace("-", "")
     args.attribution, args.labels, args.dtype = args.attribution.lower(), args.labels.lower(), args.dtype.lower()
+    args.ood = args.ood and args.ood.lower()
     _check_values(args, bad)
     _check_combinations(args, bad)
     _check_out(args, bad)
@@ -244,8 +245,6 @@ def _check_combinations(args, bad):
         bad(f"--shots: few-shot sampling draws K examples per class; {args.task} labels tokens, not sentences")
     if args.shots and args.task in data.TASKS and data.TASKS[args.task].labels is None:
         bad(f"--shots: few-shot sampling draws K examples per class; {args.task} is a regression task, with no classes")
-    if args.shots and args.limit:
-        bad("--shots and --limit: choose one way to sample the training set")
     if args.labels == "gold" and args.attribution in ("aa", "rd"):
         bad(f"--labels gold: --attribution {args.attribution} attributes no label (attention weights or random)")
 

@@ -203,8 +203,11 @@ def run_lock(out):
         done.set()
         beat.join()
         unlock_run_dir(handle)
-        if made and not any(Path(out).iterdir()):  # a run that failed before it wrote anything leaves no folder
-            Path(out).rmdir()
+        if made:  # a run that failed before it wrote anything leaves no folder
+            try:
+                Path(out).rmdir()  # only if empty
+            except OSError:
+                pass
 
 # -----------------------------------------------------------------------------
 # the training state, for --resume
@@ -311,11 +314,7 @@ def resume(j):
     restore_rng(mine["rng"], j.device)
     part, where = saved.get("in_epoch"), f"epoch {saved['epoch']}"
     if j.keep_best and j.best_weights is None and j.best_epoch:  # started without --predict/--ood/--dev-once
-        if j.best_epoch != saved["epoch"] or part is not None:  # the best epoch's weights are gone
-            sys.exit(f"error: --resume with --predict/--ood: {j.out / STATE} holds no best-epoch weights (the run "
-                     f"was started without --predict and --ood, which keep them, and its best epoch, "
-                     f"{j.best_epoch}, is not the state's): resume without them, or rerun from the start with them")
-        j.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in saved["model"].items()}  # they are these
+        j.best_weights = _best_weights_of_state(j, saved, part)
     if part is not None:  # saved inside an epoch: go on with its batches left
         batches = math.ceil(len(j.splits["train"].y) / j.batch_size)
         if part["epoch"] > j.epochs:
@@ -332,18 +331,41 @@ def resume(j):
         if _finished(j.out):
             sys.exit(f"error: --resume: nothing to resume: the run in {j.out} already finished "
                      f"(epoch {saved['epoch']} of {j.epochs}; raise --epochs to train longer)")
+        if saved["epoch"] > j.epochs:
+            sys.exit(f"error: --resume: {j.out / STATE} is the state after epoch {saved['epoch']}, past --epochs "
+                     f"{j.epochs}: pass --epochs {saved['epoch']} or more (--epochs may grow, not shrink)")
         # stopped after its last epoch's state and before the final metrics.json: only that is left to do
         j.first_epoch = j.epochs + 1
     j.say(f"resuming after {where} (step {j.step}) from {j.out / STATE}")
+
+
+def _best_weights_of_state(j, saved, part):
+    """--predict/--ood added on --resume to a run started without them, which kept no best-epoch weights: the
+    state's own weights when they are the best epoch's (saved at its end), else refused before any training."""
+    if part is not None or j.best_epoch != saved["epoch"]:
+        why = (f"it was saved inside epoch {part['epoch']}" if part is not None else
+               f"its best epoch, {j.best_epoch}, came before its last, {saved['epoch']}")
+        sys.exit(f"error: --resume with --predict/--ood: {j.out / STATE} holds no best-epoch weights (the run was "
+                 f"started without --predict and --ood, which keep them, and {why}): resume without them, or rerun "
+                 "from the start with them")
+    return {k: v.detach().to("cpu", copy=True) for k, v in saved["model"].items()}
 
 
 def _refuse_to_overwrite(out):
     """A run started without --resume into a folder whose run stopped before it finished would overwrite that
     run's state and checkpoint: refused, saying how to continue it or start over (a finished run's folder may
     be run into again)."""
-    if (out / STATE).is_file() and not _finished(out):
+    if (out / STATE).is_file() and (not _finished(out) or saved_after_metrics(out)):
         sys.exit(f"error: {out} holds a run that did not finish (its state, {out / STATE}): add --resume to "
                  f"continue it, or pass another --out, or remove {out} to start over")
+
+
+def saved_after_metrics(out):
+    """Whether out's state was saved after its metrics.json was last written, so that metrics.json does not
+    describe it: a run that finishes writes metrics.json after its last state, but a new run started into a
+    finished run's folder and stopped inside its first epoch leaves its state beside the old metrics.json."""
+    state, metrics_file = out / STATE, out / "metrics.json"
+    return state.is_file() and (not metrics_file.is_file() or state.stat().st_mtime_ns > metrics_file.stat().st_mtime_ns)
 
 
 def _finished(out):

@@ -309,8 +309,8 @@ if __name__ == "__main__":  # print the table: case, exit code, the line it prin
 
 
 def test_weights_by_name_are_found_in_the_weights_folder_beside_model_py():
-    """--weights roberta-base means weights/roberta-base/, the folder weights/README.md fills (this lookup once
-    searched support/weights/, which does not exist, after checkpoint.py moved into support/)."""
+    """--weights roberta-base means weights/roberta-base/, the folder weights/README.md fills, beside model.py
+    (not beside checkpoint.py, which lives in support/)."""
     assert checkpoint.WEIGHTS == HERE / "weights" and (checkpoint.WEIGHTS / "README.md").is_file()
     named = checkpoint.WEIGHTS / f"test-name-{os.getpid()}"
     named.mkdir()

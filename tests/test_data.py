@@ -397,6 +397,15 @@ def test_mrpc_is_built_as_glue_builds_it(tmp_path):
     assert [e.label for e in data.load_split("mrpc", "dev", glue)] == [1, 0]
     assert len(data.load_split("mrpc", "train", glue)) == 4 and len(data.load_test("mrpc", "test", glue)[0]) == 3
     assert sorted(p.name for p in glue.iterdir()) == ["MRPC"]  # nothing else left behind
+    # a dev list that names pairs the training file lacks (a page served in its place), or a row that is not
+    # Microsoft's five fields: an error naming the cause, and nothing written
+    for ids, test_rows, cause in (([("101", "201"), ("9", "9")], tests, "only 1 of the 2 dev pairs"),
+                                  ([("101", "201")], tests + ["1\t7\ttoo few"], "a row of 3 tab-separated fields")):
+        other = tmp_path / f"glue{len(test_rows)}{len(ids)}"
+        urls = mrpc_sources(tmp_path / f"src{len(test_rows)}{len(ids)}", rows, test_rows, ids)
+        with pytest.raises(DataError, match=cause):
+            download.ensure_task("mrpc", other, url=urls)
+        assert not other.exists()
 
 
 @real
