@@ -294,12 +294,14 @@ def regime(args, task, by_method):
 def rows(args, done, failed, regimes):
     """H5-H8 decided (confirm.decide: Holm, the preregistration's words), then the secondary rows."""
     where = lambda k: ("sst2", k)
+    lost = lambda *ks: len(set().union(*(failed.get(where(k), {}).get(arm, set()) for k in ks  # noqa: E731
+                                         for arm in ("GA", "fine-tuning"))))  # seeds of a failed run of the two arms
     primary = []
     for name, k in HYPOTHESES:
         d = gains(done.get(where(k), {}))
         primary.append({"hypothesis": name, "expected": +1, "difference": f"GA minus fine-tuning, {k} shots",
                         "arm": "GA", "task": "sst2", "shots": k, "metric": "dev accuracy", **confirm.paired_test(list(d.values())),
-                        "failed": len(set().union(*failed.get(where(k), {}).values()) if failed.get(where(k)) else set()),
+                        "failed": lost(k),  # the seeds left out of this difference: a failed GA or fine-tuning run
                         "regime": regimes.get(where(k), {}).get("label", "not run")})
     name, lo, hi = SHRINK
     g_lo, g_hi = gains(done.get(where(lo), {})), gains(done.get(where(hi), {}))
@@ -308,7 +310,7 @@ def rows(args, done, failed, regimes):
     shrink_regime = next((x for x in labels if x != "informative"), "informative")
     primary.append({"hypothesis": name, "expected": +1, "arm": "GA",
                     "difference": f"(GA minus fine-tuning) at {lo} minus at {hi} shots, same seed", "task": "sst2",
-                    "shots": f"{lo}-{hi}", "metric": "dev accuracy", **confirm.paired_test(d), "failed": 0,
+                    "shots": f"{lo}-{hi}", "metric": "dev accuracy", **confirm.paired_test(d), "failed": lost(lo, hi),
                     "regime": shrink_regime})
     confirm.decide(primary)
     for r in primary:  # what a null can rule out: the gain this n and the observed sd find with 80% power
