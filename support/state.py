@@ -32,7 +32,8 @@ LOCK = "run.lock"         # who holds --out, in --out
 HEARTBEAT = 30.0          # seconds between refreshes of the lock's modification time while its run holds it
 STALE_AFTER = 300.0       # a lock from another machine not refreshed for this long belongs to a run that is gone
 EXIT_STOPPED = 75         # the exit code after a stop signal: the state is saved, rerun with --resume (EX_TEMPFAIL)
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+WINDOWS = os.name == "nt"
+STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGUSR1") if hasattr(signal, n))  # Windows: no SIGUSR1
 
 
 class Busy(SystemExit):
@@ -144,8 +145,9 @@ def _gone(held, path):
     no process has its pid. On another machine (a folder shared between machines, as a requeued cluster job
     sees it), whose processes cannot be asked: its heartbeat, the lock's modification time, is older than
     STALE_AFTER. A pid that a new, unrelated process has taken since counts as running (delete the lock by
-    hand then)."""
-    if held["host"] != socket.gethostname():
+    hand then). On Windows the heartbeat decides on this machine too: os.kill(pid, 0) there sends Ctrl-C to the
+    process group, it does not ask."""
+    if held["host"] != socket.gethostname() or WINDOWS:
         try:
             age = time.time() - path.stat().st_mtime
         except FileNotFoundError:
@@ -364,8 +366,8 @@ def saved_after_metrics(out):
     """Whether out's state was saved after its metrics.json was last written, so that metrics.json does not
     describe it: a run that finishes writes metrics.json after its last state, but a new run started into a
     finished run's folder and stopped inside its first epoch leaves its state beside the old metrics.json."""
-    state, metrics_file = out / STATE, out / "metrics.json"
-    return state.is_file() and (not metrics_file.is_file() or state.stat().st_mtime_ns > metrics_file.stat().st_mtime_ns)
+    saved, written = out / STATE, out / "metrics.json"
+    return saved.is_file() and (not written.is_file() or saved.stat().st_mtime_ns > written.stat().st_mtime_ns)
 
 
 def _finished(out):

@@ -874,6 +874,21 @@ def write_lock(out, pid, host=None, started="2024-01-02T03:04:05+00:00"):
                                               "started": started, "argv": ["train.py"]}))
 
 
+def test_on_windows_a_lock_on_this_machine_is_judged_by_its_heartbeat(tmp_path, monkeypatch):
+    """On Windows os.kill(pid, 0) does not ask whether a process exists: it sends Ctrl-C to its process group.
+    There a lock of this machine is judged as another machine's is, by its heartbeat, and os.kill is never
+    called; so is a live run's lock refused and a stale one taken over."""
+    out = tmp_path / "out"
+    write_lock(out, os.getpid(), host=socket.gethostname())
+    monkeypatch.setattr(state, "WINDOWS", True)
+    monkeypatch.setattr(os, "kill", lambda *a: pytest.fail("os.kill called on Windows"))
+    held = json.loads((out / "run.lock").read_text())
+    assert state._gone(held, out / "run.lock") == ""  # refreshed just now: may still run
+    old = time.time() - state.STALE_AFTER - 60
+    os.utime(out / "run.lock", (old, old))
+    assert "has not refreshed its lock" in state._gone(held, out / "run.lock")
+
+
 def test_a_second_run_into_a_locked_folder_is_refused(tmp_path):
     """While one run holds --out, another is refused in one line that names the holder's pid, host and start
     and says what to do; the holder may be this very process or another one that still runs."""
