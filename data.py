@@ -35,7 +35,8 @@ class Task:
     label_col: str                 # column of the gold label
     labels: tuple[str, ...] | None  # label strings; a label is stored as its index here. None: regression
     metrics: tuple[str, ...]       # what metrics.compute_metrics reports; the first is the paper's metric
-    columns: tuple[str, ...] | None = None  # None: the first line is a header. Else the file has none: these
+    columns: tuple[str, ...] | None = None  # None: the first line is a header; else there is none: these name
+    #                                          the columns (CoLA)
     dev_file: str = "dev.tsv"
     token_level: bool = False      # one label per word (NER) rather than one per example
     test_files: tuple[tuple[str, str], ...] = (("test", "test.tsv"),)  # (split, file) of the unlabelled test sets

@@ -2,9 +2,9 @@
 The explorer's page, in gradio: the controls, and HTML drawings of what session.explore returns.
 
 gradio because it is made for exactly this: a page of sliders and outputs around a Python function, served by one
-call (`python -m explorer`) and shown inline in a notebook by the same object, with no web code of ours. The maps
-are drawn as HTML grids rather than plots: a p or q move redraws three T x T maps, and HTML of a few hundred
-coloured cells takes about a millisecond where a matplotlib figure takes a tenth of a second or more.
+call (`python -m explorer`) and shown inline in a notebook by the same object, with no web code of ours. Each map
+is drawn as one PNG made with numpy (heatmap), not as a matplotlib figure: a p or q move redraws three T x T maps,
+and a matplotlib figure takes a tenth of a second or more.
 """
 
 import base64
@@ -65,7 +65,7 @@ def colours(X, signed):
 
 def heatmap(title, tokens, row, rgb, cand=None, drop=None):
     """A T x T map, queries down and keys across, as a PNG (one image, not T^2 page elements: a 30-token map
-    draws in a millisecond) between token labels; the chosen query row's labels in red; candidates dotted,
+    draws in a few milliseconds) between token labels; the chosen query row's labels in red; candidates dotted,
     dropped positions crossed (x), as in the paper's Figure 1."""
     T = len(tokens)
     img = np.kron(rgb, np.ones((CELL, CELL, 1)))  # (T*CELL, T*CELL, 3), each cell a CELL x CELL block

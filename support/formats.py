@@ -142,6 +142,7 @@ def read_conll(path, tag_names):
             where = f"{path} line {lineno}"
             try:
                 line = raw_line.decode("utf-8").removesuffix("\n").removesuffix("\r")  # LF or CRLF
+                line = line.removeprefix("\ufeff") if lineno == 1 else line  # a byte-order mark, as _rows allows
             except UnicodeDecodeError as e:
                 raise DataError(f"{where}: not UTF-8 text (byte 0x{raw_line[e.start]:02x} at byte {e.start + 1} of the "
                                 "line); the CoNLL-2003 files are ASCII: save it as UTF-8") from None

@@ -104,6 +104,8 @@ def compute_metrics(task_name, preds, labels):
     """The task's metrics by name, and the paper's one again under 'metric'. For a token task (CoNLL-2003) preds
     and labels are per-word tag sequences, one per sentence, and the metrics are entity_scores'."""
     task = get_task(task_name)
+    if len(preds) != len(labels):  # numpy would broadcast one against the other without a word
+        raise ValueError(f"{task_name}: {len(preds)} predictions for {len(labels)} labels")
     if task.token_level:
         out = entity_scores(preds, labels)
     else:

@@ -68,6 +68,8 @@ def test_compute_metrics_main_metric_per_paper():
     stsb = metrics.compute_metrics("sts-b", [1.0, 2.0, 3.0], [1.0, 2.0, 4.0])
     assert stsb["metric"] == stsb["pearson"] and stsb["spearman"] == pytest.approx(1.0, abs=1e-12)
     assert set(metrics.compute_metrics("rte", PREDS, LABELS)) == {"accuracy", "metric"}
+    with pytest.raises(ValueError, match="mrpc: 3 predictions for 1 labels"):  # not broadcast into a number
+        metrics.compute_metrics("mrpc", [1, 0, 1], [1])
 
 
 # -----------------------------------------------------------------------------
@@ -797,7 +799,8 @@ def tags(*names):
 
 def test_read_conll_small_file(tmp_path):
     """CRLF line ends, -DOCSTART- lines (with or without a blank line before them), runs of blank lines and no
-    final newline all read to the exact sentences; an I-X that opens an entity is a valid tag and is kept."""
+    final newline all read to the exact sentences, with a byte-order mark too; an I-X that opens an entity is a
+    valid tag and is kept."""
     path = tmp_path / "train.txt"
     path.write_bytes(b"-DOCSTART- -X- -X- O\r\n\r\nEU NNP B-NP B-ORG\r\nrejects VBZ B-VP O\r\n\r\n\r\n"
                      b"Peter NNP B-NP B-PER\r\nBlackburn NNP I-NP I-PER\r\n-DOCSTART- -X- -X- O\n\n"
@@ -805,6 +808,9 @@ def test_read_conll_small_file(tmp_path):
     assert data.read_conll(path, data.CONLL_TAGS) == [Example(("EU", "rejects"), None, tags("B-ORG", "O")),
                                      Example(("Peter", "Blackburn"), None, tags("B-PER", "I-PER")),
                                      Example(("German",), None, tags("I-MISC"))]
+    path.write_bytes("\ufeff".encode() + path.read_bytes())  # a byte-order mark: the same sentences
+    assert [e.text_a for e in data.read_conll(path, data.CONLL_TAGS)] == [("EU", "rejects"), ("Peter", "Blackburn"),
+                                                                       ("German",)]
 
 
 @pytest.mark.parametrize("raw, line, message", [
