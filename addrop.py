@@ -68,10 +68,10 @@ def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression
 
 def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gold=False, regression=False, m=20,
                 low=False, first_pass="eval", compile=None):
-    """Algorithm 1, lines 7-9, for one batch, written out: steps 1-2 (attribute: the first pass and the
-    attribution, in eval mode unless first_pass="train", no parameter gradient; none for RD), step 3 (a mask M_l per layer in `layers`:
-    drop_mask, or random_mask for RD), then the second forward with those masks, in the mode the model came
-    in (train mode in training), and its loss on the gold labels. The masks are addrop_masks', draw for draw.
+    """Algorithm 1, lines 7-9, for one batch, written out: steps 1-2 (attribute: the first pass and the attribution,
+    in eval mode unless first_pass="train", no parameter gradient; none for RD), step 3 (a mask M_l per layer in
+    `layers`: drop_mask, or random_mask for RD), then the second forward with those masks, in the mode the model
+    came in (train mode in training), and its loss on the gold labels. The masks are addrop_masks', draw for draw.
     Returns (loss(logits, batch["labels"]), masks): the loss to backpropagate, the masks it used.
     forward: what runs the masked forward, called as the model is (ids, pad, types, masks) and returning
     (logits, maps); the model by default. train.py passes its DDP wrapper of the same model, which doubles

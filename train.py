@@ -330,7 +330,7 @@ def save_epoch(j, rec):
     if improved:
         j.best, j.best_epoch = selected, epoch
         if j.keep_best:
-            j.best_weights = {k: v.detach().to("cpu", copy=True) for k, v in j.net.state_dict().items()}
+            j.best_weights = state.cpu_copy(j.net.state_dict())
     if improved and not args.no_checkpoint and j.master:
         checkpoint.save_run(j.net, j.out, args.task, j.task.labels, j.weights)
     if not args.no_epoch_state:

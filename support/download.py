@@ -45,11 +45,11 @@ def ensure_task(task_name, data_dir, url=None):
         return folder
     url = url or URLS[data._key(task_name)]
     reason = _download(url, data_dir, folder)
-    if not all(p.is_file() for p in needed):
-        lacking = " and ".join(f"{task.folder}/{p.name}" for p in needed if not p.is_file())
+    missing = [p for p in needed if not p.is_file()]
+    if missing:
+        lacking = " and ".join(f"{task.folder}/{p.name}" for p in missing)
         reason = reason or f"the archive from {url} did not contain {lacking}"
-        missing = " and ".join(str(p) for p in needed if not p.is_file())
-        raise data.DataError(f"{task.name} data missing: expected {missing}; {reason}. "
+        raise data.DataError(f"{task.name} data missing: expected {' and '.join(map(str, missing))}; {reason}. "
                              f"Get the GLUE data (e.g. with GLUE's download_glue_data.py) and pass --data-dir or "
                              f"set GLUE_DIR to the folder that holds {task.folder}/")
     return folder

@@ -350,7 +350,12 @@ def _best_weights_of_state(j, saved, part):
         sys.exit(f"error: --resume with --predict/--ood: {j.out / STATE} holds no best-epoch weights (the run was "
                  f"started without --predict and --ood, which keep them, and {why}): resume without them, or rerun "
                  "from the start with them")
-    return {k: v.detach().to("cpu", copy=True) for k, v in saved["model"].items()}
+    return cpu_copy(saved["model"])
+
+
+def cpu_copy(weights):
+    """A state dict's tensors copied to the CPU: the best epoch's weights, kept apart from the training ones."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in weights.items()}
 
 
 def _refuse_to_overwrite(out):
