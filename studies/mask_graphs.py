@@ -1,20 +1,23 @@
 """
-What building the masks of all layers costs on a GPU under --compile, three ways, timed interleaved with
-CUDA events (BERT-base's shape: 12 layers of batch 32 x 128, 12 heads, 8 of 32 rows half padding; p = 0.7,
-q = 0.1, the RTE setting):
+What building the masks of all layers costs on a GPU under --compile, timed interleaved, with the compile time
+of each way and the kernels of one call (BERT-base's shape: 12 layers of batch 32 x 128, 12 heads, 8 of 32 rows
+half padding; p = 0.7, q = 0.1, the RTE setting). Every way but the first builds all layers' masks in one
+graph, the layers' scores joined into one batch as addrop.layer_masks joins them (train.py --compile):
 
-    python studies/mask_graphs.py                  # one compiled graph per layer, one for all layers
-                                                   # (addrop.layer_masks, train.py --compile), and that
-                                                   # one under CUDA graphs (mode reduce-overhead)
-    python studies/mask_graphs.py --thresholds     # the masks with Eq. 6's candidates found other ways
-                                                   # than a sort: kthvalue and topk at a fixed k, and by
-                                                   # counting (no sort: a key is a candidate when at least
-                                                   # int(n (1 - p)) + 1 real keys score at most its score),
-                                                   # each checked equal to the sort's first (one graph)
+    python studies/mask_graphs.py                  # every way below, in one process
+    python studies/mask_graphs.py --ways layer_masks,bisect   # only those (a GPU session runs each way in
+                                                   # a process of its own, under a time limit: see WAYS)
 
-Needs a CUDA GPU. RESULTS.md (Compiled and sync-free) gives what an H100 printed.
+WAYS: per-layer, a compiled graph per layer (the way before layer_masks); layer_masks, what train.py runs
+(each row sorted, b^[idx] gathered); sort-max, b^[idx] read as the largest entry at idx (the sorted rows need
+not be stored); bisect, no sort: b^[idx] found by 32 halvings of the floats' bits; count, no sort: a key is a
+candidate when at least int(n (1 - p)) + 1 real keys score at most its score. Each is checked equal to the
+sort's candidates before it is timed.
+
+Needs a CUDA GPU (--device cpu runs it in miniature). RESULTS.md (Compiled and sync-free) gives what a GPU
+printed, and what did not compile in time.
 """
-import argparse, statistics, sys, time, torch
+import argparse, functools, statistics, sys, time, torch
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -24,28 +27,27 @@ P, Q, BATCH, H, T = 0.7, 0.1, 32, 12, 128  # BERT-base's shape, the RTE setting
 KEEP = round((1 - P) * 10**6)
 
 
-def thr_sort(s, real, n, idx):  # drop_mask's: each row sorted, b^[idx] read
+def thr_sort(s, real, n, idx):  # drop_mask's: each row sorted, b^[idx] gathered
     B, H, T, _ = s.size()
     b_hat = s.masked_fill(~real, float("inf")).sort(-1).values
     thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))
     return thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))
 
 
-def thr_kthvalue(s, real, n, idx):  # addrop._select_threshold with a fixed k: the most candidates a row can have
-    B, H, T, _ = s.size()
-    count, K = n - idx, T - T * KEEP // 10**6
-    lift = ~real & ((~real).cumsum(-1) <= (K - count).view(B, 1, 1, 1))
-    bias = torch.zeros(B, 1, 1, T, dtype=s.dtype, device=s.device)
-    bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
-    return (s + bias).kthvalue(T - K + 1, dim=-1, keepdim=True).values
-
-
-def thr_topk(s, real, n, idx):  # the count-th largest real score, from the top K
-    B, H, T, _ = s.size()
-    count, K = n - idx, T - T * KEEP // 10**6
-    top = s.masked_fill(~real, float("-inf")).topk(K, -1).values
-    thr = top.gather(-1, (count - 1).clamp(min=0).view(B, 1, 1, 1).expand(B, H, T, 1))
-    return thr.masked_fill((count == 0).view(B, 1, 1, 1), float("inf"))
+def cand_bisect(s, real, n, idx):  # no sort: b^[idx] found by 32 halvings of the range of the floats' bits
+    # The scores' bits as integers that order as the floats do (-0 made 0, negatives' magnitude bits flipped,
+    # padding above all); b^[idx] is the least key t with at least idx + 1 real keys at or below it. Compiled,
+    # the 32 counts of a row are reductions over the same row, like softmax's two, that inductor can fuse.
+    bits = torch.where(s == 0, torch.zeros_like(s), s).float().view(torch.int32).long()
+    key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).masked_fill(~real, 2**31)
+    need = (idx + 1).view(-1, 1, 1, 1)
+    lo = torch.full(s.shape[:-1] + (1,), -2**31, dtype=torch.long, device=s.device)
+    hi = torch.full_like(lo, 2**31 - 1)
+    for _ in range(32):
+        mid = (lo + hi) >> 1
+        enough = (key <= mid).sum(-1, keepdim=True) >= need
+        lo, hi = torch.where(enough, lo, mid + 1), torch.where(enough, mid, hi)
+    return key >= lo  # the candidates (idx = n: none real, as lo ends at 2^31 - 1, above every real key)
 
 
 def cand_count(s, real, n, idx):  # no threshold, no sort: the candidates of Eq. 6 by counting, ties included
@@ -56,7 +58,8 @@ def cand_count(s, real, n, idx):  # no threshold, no sort: the candidates of Eq.
 
 
 def timed(ways, dev, rounds=15):
-    """Each way called in turn, rounds times; the median and spread of its wall time, synchronised."""
+    """Each way called in turn, rounds times; the median and spread of its wall time, synchronised. On a GPU
+    also the kernels of one call, by torch's profiler: how many, and the three that take longest."""
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     times = {k: [] for k in ways}
     for _ in range(rounds):
@@ -67,61 +70,86 @@ def timed(ways, dev, rounds=15):
             sync()
             times[k].append((time.perf_counter() - t0) * 1e3)
     for k, t in times.items():
-        print(f"{k:32} median {statistics.median(t):.3f} ms (rounds {min(t):.3f}-{max(t):.3f})", flush=True)
+        print(f"{k:44} median {statistics.median(t):.3f} ms (rounds {min(t):.3f}-{max(t):.3f})", flush=True)
+    if dev.type == "cuda":
+        for k, f in ways.items():
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                f()
+                sync()
+            ks = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
+            print(f"{k}: {sum(e.count for e in ks)} kernels; longest: " +
+                  "; ".join(f"{e.key[:60]} {e.device_time_total / e.count:.0f} us" for e in ks[:3]), flush=True)
+
+
+def thr_sort_max(s, real, n, idx):  # b^[idx] as the largest entry at idx of the sorted row: no gather
+    b_hat = s.masked_fill(~real, float("inf")).sort(-1).values
+    thr = b_hat.masked_fill(torch.arange(s.size(-1), device=s.device) != idx.view(-1, 1, 1, 1), float("-inf"))
+    return thr.amax(-1, keepdim=True).masked_fill((idx == n).view(-1, 1, 1, 1), float("inf"))
+
+
+CANDIDATES = {"layer_masks": lambda s, *a: s >= thr_sort(s, *a), "sort-max": lambda s, *a: s >= thr_sort_max(s, *a),
+              "bisect": cand_bisect, "count": cand_count}
+WAYS = ("per-layer",) + tuple(CANDIDATES)
+
+
+def joined(cand, scores, attention_mask):  # addrop.layer_masks with the candidates of cand: the layers'
+    L = len(scores)  # scores joined into one batch, candidates, coin flips, the guard; a mask per layer
+    s, am = torch.cat(scores), attention_mask.repeat(L, 1)
+    real, n = am.bool()[:, None, None, :], am.sum(-1)
+    drop = cand(s, real, n, n * KEEP // 10**6) & (torch.rand(s.shape, device=s.device) < Q)
+    return addrop._real_rows(drop, am).chunk(L)
+
+
+def build(name, scores, am):
+    """The way `name` (WAYS) as a call of no arguments that builds all layers' masks."""
+    L = len(scores)
+    if name == "per-layer":
+        per_layer = addrop.whole_graph(addrop.drop_mask, "inductor")
+        return lambda: [per_layer(s, am, P, Q) for s in scores]
+    if name == "layer_masks":
+        return lambda: addrop.layer_masks(scores, range(L), am, P, Q, compile="inductor")
+    f = torch.compile(functools.partial(joined, CANDIDATES[name]), fullgraph=True, dynamic=False)
+    return lambda: f(scores, am)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--thresholds", action="store_true", help="time Eq. 6's threshold found other ways")
+    ap.add_argument("--ways", default=",".join(WAYS), help="which ways, comma-separated: " + ", ".join(WAYS))
     ap.add_argument("--device", default="cuda", help="cuda (what it is for), or cpu to try it in miniature")
     ap.add_argument("--batch-size", type=int, default=BATCH)
     args = ap.parse_args(argv)
+    names = [w.strip() for w in args.ways.split(",") if w.strip()]
+    for w in names:
+        if w not in WAYS:
+            ap.error(f"--ways: unknown way {w!r}; choose from " + ", ".join(WAYS))
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("studies/mask_graphs.py: no CUDA GPU here (--device cpu runs it in miniature)")
-    B = args.batch_size
+    B, L = args.batch_size, args.layers
     torch.manual_seed(0)
     dev = torch.device(args.device)
     am = torch.ones(B, T, dtype=torch.long, device=dev)
     am[: B // 4, T // 2:] = 0
-    scores = [torch.randn(B, H, T, T, device=dev) for _ in range(args.layers)]
-    L = args.layers
-    if args.thresholds:
-        real, n = am.bool()[:, None, None, :], am.sum(-1)
-        idx = n * KEEP // 10**6
-        pairs = am.bool()[:, None, :, None] & real  # (B, 1, T, T) real pairs, where candidates are compared
-        ref = scores[0] >= thr_sort(scores[0], real, n, idx)
-
-        def masks(cand):  # drop_mask with the candidates of cand, every layer, as one graph
-            def all_layers(ss):
-                return [addrop._real_rows(cand(s, real, n, idx) & (torch.rand(s.shape, device=dev) < Q), am)
-                        for s in ss]
-            return torch.compile(all_layers, fullgraph=True, dynamic=False)
-        ways = {}
-        for name, cand in [("sort", lambda s, *a: s >= thr_sort(s, *a)), ("kthvalue", lambda s, *a: s >= thr_kthvalue(s, *a)),
-                           ("topk", lambda s, *a: s >= thr_topk(s, *a)), ("count", cand_count)]:
-            c = torch.compile(cand, fullgraph=True, dynamic=False)(scores[0], real, n, idx)
-            same = torch.equal((c & pairs), (ref & pairs))
-            print(f"{name}: its candidates equal the sort's on every real pair:", same, flush=True)
-            ways[f"{name}, {L} layers in one graph"] = (lambda f: lambda: f(scores))(masks(cand))
-        for f in ways.values():
-            for _ in range(3):
-                f()
-        timed(ways, dev)
-        return
-    per_layer = addrop.whole_graph(addrop.drop_mask, "inductor")
-    cuda_graphs = torch.compile(addrop._stacked_masks, mode="reduce-overhead", fullgraph=True, dynamic=False)
-
-    def with_cuda_graphs():
-        torch.compiler.cudagraph_mark_step_begin()
-        return cuda_graphs(scores, am, P, Q, False)
-    ways = {"one graph per layer": lambda: [per_layer(s, am, P, Q) for s in scores],
-            "one graph (layer_masks)": lambda: addrop.layer_masks(scores, range(L), am, P, Q, compile="inductor"),
-            "one graph + CUDA graphs": with_cuda_graphs}
-    for f in ways.values():
+    scores = [torch.randn(B, H, T, T, device=dev) for _ in range(L)]
+    print(f"{L} layers of ({B}, {H}, {T}, {T}) scores, p = {P}, q = {Q}, {dev}, torch {torch.__version__}", flush=True)
+    real, n = am.bool()[:, None, None, :], am.sum(-1)
+    idx = n * KEEP // 10**6
+    pairs = am.bool()[:, None, :, None] & real  # (B, 1, T, T) real pairs, where candidates are compared
+    ref = torch.cat(scores) >= thr_sort(torch.cat(scores), real.repeat(L, 1, 1, 1), n.repeat(L), idx.repeat(L))
+    ways = {}
+    for name in names:
+        if name in CANDIDATES:  # compiled alone first, at the joined shape, and compared with the sort's
+            t0 = time.perf_counter()
+            c = torch.compile(CANDIDATES[name], fullgraph=True, dynamic=False)(
+                torch.cat(scores), real.repeat(L, 1, 1, 1), n.repeat(L), idx.repeat(L))
+            same = torch.equal(c & pairs.repeat(L, 1, 1, 1), ref & pairs.repeat(L, 1, 1, 1))
+            print(f"{name}: its candidates equal the sort's on every real pair: {same} "
+                  f"(compiled in {time.perf_counter() - t0:.0f} s)", flush=True)
+        t0 = time.perf_counter()
+        ways[name] = build(name, scores, am)
         for _ in range(3):
-            f()
-    print(f"{L} layers of ({B}, {H}, {T}, {T}) scores, p = {P}, q = {Q}, {dev}")
+            ways[name]()
+        print(f"{name}: compiled and warmed up in {time.perf_counter() - t0:.0f} s", flush=True)
     timed(ways, dev)
 
 

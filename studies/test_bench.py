@@ -7,6 +7,7 @@ run as a user runs it from the repository root with the smallest options, ends w
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,37 +102,39 @@ def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3, 0.7, 1.0])
-def test_mask_graphs_candidates_by_counting_equal_the_sorts(p):
-    """mask_graphs.py --thresholds times Eq. 6's candidates found without a sort. Each must be the sort's own
-    on every real (query, key) pair, or its time means nothing: counting at every p (at p = 0 no candidate, at
-    p = 1 all), and kthvalue and topk at the p they are built for (mask_graphs.P). The scores are rounded to one
-    decimal, so that ties at the threshold occur (all of them candidates), and the examples have 9, 6 and 1
-    real tokens."""
+def test_mask_graphs_candidates_without_a_sort_equal_the_sorts(p):
+    """mask_graphs.py --thresholds times Eq. 6's candidates found without a sort, by bisecting the floats' bits
+    and by counting. Each must be the sort's own on every real (query, key) pair at every p (at p = 0 no
+    candidate, at p = 1 all), or its time means nothing. The scores are rounded to one decimal, so that ties at
+    the threshold occur (all of them candidates), and hold -0.0 beside 0.0 (equal as floats, not as bits), and
+    the examples have 9, 6 and 1 real tokens."""
     import torch
     torch.manual_seed(0)
     am = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] + [0] * 8])
     s = (torch.randn(3, 2, 9, 9) * 3).round() / 10
+    s[:, :, ::2] = s[:, :, ::2] * torch.tensor([-1.0, 1.0]).repeat(5)[:9]  # rows of 0.0 and -0.0 mixed
+    assert (s == 0).sum() > 20 and (torch.signbit(s) & (s == 0)).sum() > 10
     real, n = am.bool()[:, None, None, :], am.sum(-1)
     idx = n * round((1 - p) * 10**6) // 10**6
     pairs = am.bool()[:, None, :, None] & real
     ref = (s >= mask_graphs.thr_sort(s, real, n, idx)) & pairs
     ties = (s == mask_graphs.thr_sort(s, real, n, idx)) & pairs  # keys that score the threshold itself
     assert ties.sum() - ties.any(-1).sum() > 10 or p in (0.0, 1.0), "too few ties at the threshold to test them"
-    assert torch.equal(mask_graphs.cand_count(s, real, n, idx) & pairs, ref)
-    if p == mask_graphs.P:
-        for thr in (mask_graphs.thr_kthvalue, mask_graphs.thr_topk):
-            assert torch.equal((s >= thr(s, real, n, idx)) & pairs, ref), thr.__name__
+    for cand in (mask_graphs.cand_count, mask_graphs.cand_bisect):
+        assert torch.equal(cand(s, real, n, idx) & pairs, ref), cand.__name__
     if p in (0.0, 1.0):
         assert torch.equal(ref, pairs.expand_as(ref) if p == 1 else torch.zeros_like(ref))
 
 
-@pytest.mark.parametrize("thresholds", [False, True])
-def test_mask_graphs_runs_in_miniature(thresholds, capsys):
-    """mask_graphs.py runs through on a CPU (--device cpu), both ways, and with --thresholds says that every
-    way's candidates equal the sort's: the script a GPU session runs first must not fail on its own code."""
-    mask_graphs.main(["--device", "cpu", "--batch-size", "2", "--layers", "2"] + ["--thresholds"] * thresholds)
+def test_mask_graphs_runs_in_miniature(capsys):
+    """mask_graphs.py runs through on a CPU (--device cpu), every way, says that each way's candidates equal the
+    sort's and times each; an unknown way is refused by name: the script a GPU session runs must not fail on
+    its own code."""
+    mask_graphs.main(["--device", "cpu", "--batch-size", "2", "--layers", "2"])
     out = capsys.readouterr().out
-    if thresholds:
-        assert out.count("equal the sort's on every real pair: True") == 4, out
-    else:
-        assert "one graph (layer_masks)" in out and "median" in out, out
+    assert out.count("equal the sort's on every real pair: True") == len(mask_graphs.CANDIDATES), out
+    for way in mask_graphs.WAYS:
+        assert f"{way}: compiled and warmed up in" in out and re.search(rf"^{way} +median [0-9.]+ ms", out, re.M), out
+    with pytest.raises(SystemExit):
+        mask_graphs.main(["--device", "cpu", "--ways", "bisect,sort"])
+    assert "unknown way 'sort'" in capsys.readouterr().err
