@@ -58,19 +58,7 @@ def load(folder=None):
     if not folder and (ROOT / TUTORIAL_MODEL / "model.safetensors").is_file():
         folder = TUTORIAL_MODEL
     if not folder:
-        try:
-            weights = checkpoint.default_weights_dir()
-        except checkpoint.WeightsError as e:
-            raise Problem(f"{TUTORIAL_MODEL}/ is missing and {e}") from None
-        with torch.random.fork_rng():  # the fresh head's init, the same at every start, the caller's stream untouched
-            torch.manual_seed(FALLBACK_SEED)
-            net = checkpoint.from_pretrained(weights, 2).eval()
-        note = (f"**No trained model:** `{TUTORIAL_MODEL}/` is missing (run the tutorial's first cells to make it), "
-                "so this is the pretrained all-MiniLM-L6-v2 with a **freshly initialised head** (seed "
-                f"{FALLBACK_SEED}). Its predictions are meaningless, but A, B and the masks are computed as for a "
-                "trained model.")
-        return Loaded(net, data.load_tokenizer(weights, MAX_LEN, net.cfg), ("class 0", "class 1"),
-                      "all-MiniLM-L6-v2 (fresh head)", None, note)
+        return _fallback()
     d = Path(folder) if Path(folder).is_absolute() else ROOT / folder
     try:
         config = json.loads((d / "config.json").read_text()) if (d / "config.json").is_file() else {}
@@ -78,6 +66,45 @@ def load(folder=None):
         raise Problem(f"model folder {folder}: config.json cannot be read ({e})") from None
     if not isinstance(config, dict):
         raise Problem(f"model folder {folder}: config.json is not a JSON object")
+    task, labels, num_labels = _classifier_of(folder, config)
+    try:
+        with torch.random.fork_rng():  # a head the folder lacks starts fresh: the same one at every start
+            torch.manual_seed(FALLBACK_SEED)
+            net = checkpoint.from_pretrained(d, num_labels).eval()
+        tok = data.load_tokenizer(d, MAX_LEN, net.cfg)
+    except (checkpoint.WeightsError, data.DataError) as e:
+        raise Problem(f"model folder {folder}: {e}") from None
+    classes = READABLE.get(task) or labels or tuple(f"class {k}" for k in range(num_labels))
+    note = ""
+    if task is None:
+        note = (f"`{folder}` names no task (not a train.py output folder): its classes go unnamed, and if it "
+                "holds no classifier, the head is fresh and its predictions meaningless.")
+    elif data.get_task(task).text_b is not None:
+        note = f"This model was trained on {data.get_task(task).name}, sentence pairs: type both sentences."
+    return Loaded(net, tok, tuple(classes), folder, task, note)
+
+
+def _fallback():
+    """No folder and no tutorial model: the installed all-MiniLM-L6-v2 with a fresh head, the same at every start."""
+    try:
+        weights = checkpoint.default_weights_dir()
+    except checkpoint.WeightsError as e:
+        raise Problem(f"{TUTORIAL_MODEL}/ is missing and {e}") from None
+    with torch.random.fork_rng():  # the fresh head's init, the same at every start, the caller's stream untouched
+        torch.manual_seed(FALLBACK_SEED)
+        net = checkpoint.from_pretrained(weights, 2).eval()
+    note = (f"**No trained model:** `{TUTORIAL_MODEL}/` is missing (run the tutorial's first cells to make it), "
+            "so this is the pretrained all-MiniLM-L6-v2 with a **freshly initialised head** (seed "
+            f"{FALLBACK_SEED}). Its predictions are meaningless, but A, B and the masks are computed as for a "
+            "trained model.")
+    return Loaded(net, data.load_tokenizer(weights, MAX_LEN, net.cfg), ("class 0", "class 1"),
+                  "all-MiniLM-L6-v2 (fresh head)", None, note)
+
+
+def _classifier_of(folder, config):
+    """(task, labels, num_labels) of a model folder's config.json: task None for a folder from elsewhere, labels
+    the task's class names (None: not known). Raises Problem for a model the explorer cannot show: a token task's,
+    a regressor, an unknown task, fewer than two classes, or a class count that does not match the task's."""
     task, heads = config.get("task"), config.get("architectures") or []
     if any(isinstance(a, str) and a.endswith("ForTokenClassification") for a in heads) or (
             isinstance(task, str) and task in data.TASKS and data.get_task(task).token_level):
@@ -98,21 +125,7 @@ def load(folder=None):
     if task and config.get("num_labels", num_labels) != num_labels:
         raise Problem(f"model folder {folder}: config.json says num_labels {config['num_labels']}, but {task} has "
                       f"{num_labels} classes; the folder mixes two models")
-    try:
-        with torch.random.fork_rng():  # a head the folder lacks starts fresh: the same one at every start
-            torch.manual_seed(FALLBACK_SEED)
-            net = checkpoint.from_pretrained(d, num_labels).eval()
-        tok = data.load_tokenizer(d, MAX_LEN, net.cfg)
-    except (checkpoint.WeightsError, data.DataError) as e:
-        raise Problem(f"model folder {folder}: {e}") from None
-    classes = READABLE.get(task) or labels or tuple(f"class {k}" for k in range(num_labels))
-    note = ""
-    if task is None:
-        note = (f"`{folder}` names no task (not a train.py output folder): its classes go unnamed, and if it "
-                "holds no classifier, the head is fresh and its predictions meaningless.")
-    elif data.get_task(task).text_b is not None:
-        note = f"This model was trained on {data.get_task(task).name}, sentence pairs: type both sentences."
-    return Loaded(net, tok, tuple(classes), folder, task, note)
+    return task, labels, num_labels
 
 # -----------------------------------------------------------------------------
 # one sentence
