@@ -462,6 +462,10 @@ def test_mask_by_hand():
     got = dropped_keys(mask_of_row([1, 2, 2, 2, 3, 0], [1] * 6, 0.5, q=1))
     true(got == {1, 2, 3, 4}, f"scores 1, 2, 2, 2, 3, 0, p = 0.5, q = 1: dropped {keys(got)}; expected key indices 1-4: "
          "every key at or above b^[3] = 2, the ties included")
+    # ... and with low=True the mirror: the three lowest (scores 0, 1, 2) and every key tied with the highest of them
+    got = dropped_keys(mask_of_row([1, 2, 2, 2, 3, 0], [1] * 6, 0.5, q=1, low=True))
+    true(got == {0, 1, 2, 3, 5}, f"scores 1, 2, 2, 2, 3, 0, low=True, p = 0.5, q = 1: dropped {keys(got)}; expected key "
+         "indices 0-3 and 5: the three lowest scores (0, 1, 2) and every key tied with the highest of them, 2")
 
 
 @pytest.mark.exercise(5)

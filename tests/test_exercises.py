@@ -141,6 +141,8 @@ WRONG = [
     (11, "steps 1-3 by addrop_masks", "\n".join(make.real_body(make.BY_NUMBER[11]).splitlines()[1:-2]),
      "    masks = addrop_masks(model, batch, layers, p, q, method=method, gold=gold, regression=regression, m=m,"
      " low=low, first_pass=first_pass, compile=compile)"),
+    (5, "low without its ties", "drop = scores >= thr",
+     "drop = (scores >= thr) & ~(low & (scores == thr) & ((scores == thr).cumsum(-1) > 1))"),
 ]
 
 
@@ -162,6 +164,7 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (9, "real pairs only, no guard"): "random_mask(p = 1, q = 1) drops every real key in",
         (5, "n (1 - p) rounded"): "int(n (1 - p)) = int(6.7) = 6, the floor (yours are those of index 7, n (1 - p) "
                                   "rounded)",
+        (5, "low without its ties"): "every key tied with the highest of them",
         (5, "low takes the keys below the threshold"): "yours took int(n (1 - p)) = 4, the keys below the high "
                                                        "strategy's threshold",
         (5, "low takes int(n p) candidates"): "the mirror strategy takes as many candidates as the high one",
