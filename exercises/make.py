@@ -264,7 +264,8 @@ Eq. 3, integrated gradients: for each l in `layers`,
 
 F(k/m A_l) is F of the forward in which layer l's map is multiplied by k/m and every other layer runs
 as usual: the point k/m A_l of integrated gradients' straight path from 0 to A_l, at which F's gradient
-with respect to the map is taken. F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
+with respect to the map is taken: the gradient with respect to the scaled map itself, evaluated there (not
+through the scaling, whose chain rule would add a factor k/m). F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
 (Eq. 4, as exercise 2 settles them) of the unscaled forward, the same for every k.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
