@@ -416,8 +416,9 @@ def loss_table(epochs):
     """epoch_rows as Markdown lines: dev loss per epoch of fine-tuning, and of each other arm its paired
     difference from fine-tuning."""
     lines = ["dev loss per epoch, mean over seeds (fine-tuning), and the paired difference from fine-tuning "
-             "(the other arms; below 0: lower dev loss), over the seeds that reached the epoch (– where no "
-             "fine-tuning seed did); last column: dev - train loss at the last epoch",
+             "(the other arms; below 0: lower dev loss), over the seeds that reached the epoch (– where none did: "
+             "no fine-tuning seed, or for a difference no seed in both arms); last column: dev - train loss at the "
+             "last epoch",
              "", "| task | method | dev loss by epoch | dev - train loss |", "|---|---|---|---|"]
     by = {}
     for e in epochs:
@@ -425,7 +426,7 @@ def loss_table(epochs):
     for (task, method), es in by.items():
         ft = method == "fine-tuning"
         curve = " ".join(num(e["dev_loss"] if ft else e["dev_loss_minus_ft"], 1, "" if ft else "+", ".3f")
-                         for e in es)  # –: no fine-tuning seed reached that epoch
+                         for e in es)  # –: no seed (of fine-tuning, or of both arms) reached that epoch
         lines.append(f"| {data.get_task(task).name} | {method} | {curve} | {es[-1]['gap']:.3f} |")
     return lines
 

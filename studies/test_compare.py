@@ -101,7 +101,7 @@ def test_constant_baseline_is_the_best_constant_prediction():
 
 def test_dev_loss_curves_pair_seeds_epoch_by_epoch():
     """Early stopping ends seeds at different epochs. Each epoch's paired difference uses only the seeds where
-    both arms reached it; where no fine-tuning seed did, the table prints – (not nan)."""
+    both arms reached it; where no seed did (in both arms, for a difference), the table prints – (not nan)."""
     ft = {0: {"history": history([0.7, 0.5], [0.6, 0.4])}, 1: {"history": history([0.9], [0.8])}}
     ga = {0: {"history": history([0.6, 0.45, 0.4], [0.6, 0.5, 0.4])}, 1: {"history": history([1.1, 0.8], [0.7, 0.6])}}
     rows = compare.epoch_rows("sst2", {"fine-tuning": ft, "GA": ga})
