@@ -11,8 +11,8 @@ graph, the layers' scores joined into one batch as addrop.layer_masks joins them
 WAYS: per-layer, a compiled graph per layer (the way before layer_masks); layer_masks, what train.py runs
 (each row sorted, b^[idx] gathered); sort-max, b^[idx] read as the largest entry at idx (the sorted rows need
 not be stored); bisect, no sort: b^[idx] found by 32 halvings of the floats' bits; count, no sort: a key is a
-candidate when at least int(n (1 - p)) + 1 real keys score at most its score. Each is checked equal to the
-sort's candidates before it is timed.
+candidate when at least int(n (1 - p)) + 1 real keys score at most its score. The last four are each compiled
+alone first and checked equal to the sort's candidates on every real pair.
 
 Needs a CUDA GPU (--device cpu runs it in miniature). RESULTS.md (Compiled and sync-free) gives what a GPU
 printed, and what did not compile in time.
@@ -32,6 +32,12 @@ def thr_sort(s, real, n, idx):  # drop_mask's: each row sorted, b^[idx] gathered
     b_hat = s.masked_fill(~real, float("inf")).sort(-1).values
     thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))
     return thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))
+
+
+def thr_sort_max(s, real, n, idx):  # b^[idx] as the largest entry at idx of the sorted row: no gather
+    b_hat = s.masked_fill(~real, float("inf")).sort(-1).values
+    thr = b_hat.masked_fill(torch.arange(s.size(-1), device=s.device) != idx.view(-1, 1, 1, 1), float("-inf"))
+    return thr.amax(-1, keepdim=True).masked_fill((idx == n).view(-1, 1, 1, 1), float("inf"))
 
 
 def cand_bisect(s, real, n, idx):  # no sort: b^[idx] found by 32 halvings of the range of the floats' bits
@@ -79,12 +85,6 @@ def timed(ways, dev, rounds=15):
             ks = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
             print(f"{k}: {sum(e.count for e in ks)} kernels; longest: " +
                   "; ".join(f"{e.key[:60]} {e.device_time_total / e.count:.0f} us" for e in ks[:3]), flush=True)
-
-
-def thr_sort_max(s, real, n, idx):  # b^[idx] as the largest entry at idx of the sorted row: no gather
-    b_hat = s.masked_fill(~real, float("inf")).sort(-1).values
-    thr = b_hat.masked_fill(torch.arange(s.size(-1), device=s.device) != idx.view(-1, 1, 1, 1), float("-inf"))
-    return thr.amax(-1, keepdim=True).masked_fill((idx == n).view(-1, 1, 1, 1), float("inf"))
 
 
 CANDIDATES = {"layer_masks": lambda s, *a: s >= thr_sort(s, *a), "sort-max": lambda s, *a: s >= thr_sort_max(s, *a),

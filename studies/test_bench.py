@@ -102,12 +102,12 @@ def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3, 0.7, 1.0])
-def test_mask_graphs_candidates_without_a_sort_equal_the_sorts(p):
-    """mask_graphs.py --thresholds times Eq. 6's candidates found without a sort, by bisecting the floats' bits
-    and by counting. Each must be the sort's own on every real (query, key) pair at every p (at p = 0 no
-    candidate, at p = 1 all), or its time means nothing. The scores are rounded to one decimal, so that ties at
-    the threshold occur (all of them candidates), and hold -0.0 beside 0.0 (equal as floats, not as bits), and
-    the examples have 9, 6 and 1 real tokens."""
+def test_mask_graphs_candidates_found_other_ways_equal_the_sorts(p):
+    """mask_graphs.py times Eq. 6's candidates found other ways: b^[idx] read without a gather, and with no
+    sort, by bisecting the floats' bits and by counting. Each must be the sort's own on every real (query, key)
+    pair at every p (at p = 0 no candidate, at p = 1 all), or its time means nothing. The scores are rounded to
+    one decimal, so that ties at the threshold occur (all of them candidates), and hold -0.0 beside 0.0 (equal
+    as floats, not as bits), and the examples have 9, 6 and 1 real tokens."""
     import torch
     torch.manual_seed(0)
     am = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] + [0] * 8])
@@ -120,8 +120,8 @@ def test_mask_graphs_candidates_without_a_sort_equal_the_sorts(p):
     ref = (s >= mask_graphs.thr_sort(s, real, n, idx)) & pairs
     ties = (s == mask_graphs.thr_sort(s, real, n, idx)) & pairs  # keys that score the threshold itself
     assert ties.sum() - ties.any(-1).sum() > 10 or p in (0.0, 1.0), "too few ties at the threshold to test them"
-    for cand in (mask_graphs.cand_count, mask_graphs.cand_bisect):
-        assert torch.equal(cand(s, real, n, idx) & pairs, ref), cand.__name__
+    for name, cand in mask_graphs.CANDIDATES.items():
+        assert torch.equal(cand(s, real, n, idx) & pairs, ref), name
     if p in (0.0, 1.0):
         assert torch.equal(ref, pairs.expand_as(ref) if p == 1 else torch.zeros_like(ref))
 
