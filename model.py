@@ -230,12 +230,12 @@ class Encoder(nn.Module):
             pos = torch.arange(T, device=input_ids.device).expand(B, T)
         x = self.word(input_ids) + self.pos(pos) + self.token_type(token_type_ids)
         x = dropout(self.ln(x), self.p, self.training)  # (B, T, E)
-        # in LayerNorm's dtype, float32 under bf16 autocast, before ELECTRA's projection hands on bf16: the scores
-        # plus pad, so A and B = dF/dA, are float32 there for every model type (train.py, "Precision")
+        # in LayerNorm's dtype, float32 under bf16 autocast: the scores plus pad, so A and B = dF/dA, are float32
+        # there for every model type (train.py, "Precision")
         pad = torch.zeros(B, 1, 1, T, dtype=x.dtype, device=x.device)
         pad = pad.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
-        if self.project is not None:
-            x = self.project(x)  # (B, T, C)
+        if self.project is not None:  # ELECTRA: back to LayerNorm's dtype, so that under bf16 autocast the residual
+            x = self.project(x).to(x.dtype)  # (B, T, C) stream is float32 on a CPU as on a GPU (whose LayerNorm is)
         return x, pad
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, masks=None, depth=None, first_only=False,

@@ -150,19 +150,19 @@ def train_epoch(j, epoch):
     args, train = j.args, j.splits["train"]
     adrop = j.use_addrop and addrop.is_addrop_epoch(epoch, not args.no_cross_tuning)
     done, losses, dropped, seconds = j.partial or (0, [], torch.zeros((), device=j.device), 0.0)
-    j.partial, t0 = None, time.time() - seconds
+    j.partial, t0, ts = None, time.time() - seconds, (time.time(), j.step)  # ts: when and where the log last spoke
     batches = data.batches(train.enc, train.y, j.batch_size, j.pad_id, shuffle=True, seed=args.seed, epoch=epoch,
                            group_by_length=j.group_by_length, pad_to=j.pad_to)
     for b in itertools.islice(batches, done, None):  # the order is fixed by seed and epoch: skip what is done
         if j.step >= j.total_steps:
             break
-        ts = time.time()
         loss, drop = train_step(j, b, adrop)
         losses.append(loss)
         dropped += drop
         j.step, done = j.step + 1, done + 1
         if j.step % args.log_interval == 0 or j.step == j.total_steps:
             log_step(j, losses[-1], ts)
+            ts = (time.time(), j.step)  # ms/step: the mean since the last line (a GPU runs ahead until .item())
         stop, save = state.stop_or_save(j)
         if stop or save:
             state.save(j, in_epoch={"epoch": epoch, "batches": done, "seconds": time.time() - t0},
@@ -177,7 +177,7 @@ def log_step(j, loss, ts):
         loss = loss.clone()
         dist.all_reduce(loss)
     j.say(f"step {j.step}/{j.total_steps} | loss {loss.item():.4f} | lr {j.opt.param_groups[0]['lr']:.2e} | "
-          f"{(time.time() - ts) * 1000:.0f} ms/step", flush=True)  # flush: `| tee log` shows it now
+          f"{(time.time() - ts[0]) * 1000 / (j.step - ts[1]):.0f} ms/step", flush=True)  # flush: `| tee log` shows it now
 
 
 def train_step(j, b, adrop):
@@ -246,14 +246,11 @@ def loss_sum(logits, y, regression):
 
 
 def my_share(j, b):
-    """This rank's rows of the global batch b, padding trimmed to their longest (not under --compile: one
-    static shape). A rank left
-    without rows (a last batch smaller than the world) takes row 0 with weight 0."""
+    """This rank's rows of the global batch b, padding trimmed to their longest (not under --compile: one static
+    shape). A rank left without rows (a last batch smaller than the world) takes row 0 with weight 0."""
     B = len(b["labels"])
     lo, hi = B * j.rank // j.world, B * (j.rank + 1) // j.world
-    weight = 1.0
-    if lo == hi:
-        lo, hi, weight = 0, 1, 0.0
+    lo, hi, weight = (0, 1, 0.0) if lo == hi else (lo, hi, 1.0)
     T = j.pad_to or int(b["attention_mask"][lo:hi].sum(1).max())
     return {k: v[lo:hi, :T] if v.dim() == 2 else v[lo:hi] for k, v in b.items()}, weight
 
@@ -281,6 +278,8 @@ def evaluate(j, split):
                           pad_to=j.pad_to):
         index = b["index"].tolist()
         b = to_device(b, j.device)
+        if j.args.compile:  # each batch a new step: CUDA graphs may reuse the last batch's memory (read above)
+            torch.compiler.cudagraph_mark_step_begin()
         with j.autocast():
             logits, _ = j.net(b["input_ids"], b["attention_mask"], b["token_type_ids"])
         if "labels" in b:
@@ -404,7 +403,8 @@ def setup(args):
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     device = settings.pick_device(args.device, int(os.environ.get("LOCAL_RANK", 0)))
     if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        # on GPUs, nccl for the gradients and gloo for the small CPU tensors (state.stop_or_save's flags)
+        dist.init_process_group("cpu:gloo,cuda:nccl" if device.type == "cuda" else "gloo")
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -452,7 +452,7 @@ def compile_model(net, backend, device):
     without, the attribution pass, the evaluation, each at the full batch and the last, smaller one."""
     mode = "reduce-overhead" if backend == "inductor" and device.type == "cuda" else None
     torch._dynamo.config.cache_size_limit = 32  # those passes (8 by default, and --rdrop doubles a batch)
-    net.compile(backend=backend, mode=mode)
+    net.compile(backend=backend, mode=mode, dynamic=False)  # a graph per shape, never one with a symbolic batch size
     if device.type == "cpu" and backend == "inductor" and int(os.environ.get("RANK", 0)) == 0:
         print("note: --compile is for a GPU; on a 2-core CPU a compiled MiniLM step took 1.4x the eager one "
               "(RESULTS.md, Compiled and sync-free)", flush=True)

@@ -27,6 +27,6 @@ def loss_sum(logits, y, regression, alpha, single):
         return loss + alpha * ((a - b) ** 2).sum()
     la, lb = a.log_softmax(-1), b.log_softmax(-1)
     kl = 0.5 * ((la.exp() * (la - lb)).sum(-1) + (lb.exp() * (lb - la)).sum(-1))  # (B,) or (B, T)
-    if kl.dim() == 2:
-        kl = kl[y != IGNORE]
+    if kl.dim() == 2:  # a token task: the tokens no loss reads add nothing (a mask, not an index: no sync)
+        kl = kl.masked_fill(y == IGNORE, 0)
     return loss + alpha * kl.sum()

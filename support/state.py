@@ -392,8 +392,9 @@ def stop_or_save(j):
                                  time.time() - j.saved_at >= every.minutes * 60)
     if j.world == 1:
         return j.stop.signum is not None, due
-    flags = torch.tensor([j.stop.signum is not None, due], dtype=torch.int32, device=j.device)
-    dist.all_reduce(flags, op=dist.ReduceOp.MAX)  # a tiny all-reduce per step, the price of agreeing
+    # a tiny all-reduce per step, the price of agreeing; on the CPU (gloo), so that a GPU's step is not waited for
+    flags = torch.tensor([j.stop.signum is not None, due], dtype=torch.int32)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     stop, save = flags.tolist()
     return bool(stop), bool(save)
 

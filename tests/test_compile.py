@@ -166,6 +166,43 @@ def test_a_compiled_addrop_step_trains_as_the_eager_one():
     assert losses[None][0] != losses[None][-1]  # it trained: the comparison means something
     assert losses["aot_eager"] == pytest.approx(losses[None], abs=1e-6)
 
+def test_compile_model_keeps_every_batch_shape_static():
+    """train.compile_model compiles a graph per batch shape: a last, smaller batch gets its own graph, and the
+    full batches after it keep theirs. (torch.compile's default would recompile at the second shape with a
+    symbolic batch size and run every later batch through that graph; under CUDA graphs, a graph per shape
+    is what is replayed.) A recording backend sees every graph dynamo hands on; a symbolic size would come as
+    an input of its own."""
+    import train as train_py
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append([x if isinstance(x, torch.Tensor) else type(x).__name__ for x in example_inputs])
+        return gm.forward
+    net = tiny(dropout=0.0).eval()
+    train_py.compile_model(net, backend, torch.device("cpu"))
+    for B in (4, 3, 4):
+        b = tiny_batch()
+        net(b["input_ids"][:B], b["attention_mask"][:B], b["token_type_ids"][:B])
+    assert len(seen) == 2, seen  # B = 4 and B = 3, and B = 4 again from the first graph
+    assert all(isinstance(x, torch.Tensor) for inputs in seen for x in inputs), seen  # no symbolic size (SymInt)
+
+
+def test_compiled_evaluation_marks_a_step_per_batch(setup, tmp_path, monkeypatch):
+    """Under --compile each evaluation batch is a new CUDA-graph step, as each training step is: once a training
+    step has marked one, CUDA graphs start a new generation only when told, and an evaluation that never marks
+    would chain every batch's graph onto the last one's, its outputs kept alive."""
+    import train as train_py
+    from support import settings
+    args = settings.parse_args(["--task", "rte", "--weights", str(setup / "w0"), "--data-dir", str(setup / "glue"),
+                                "--out", str(tmp_path / "out"), "--max-len", "24", "--batch-size", "8",
+                                "--compile", "aot_eager"])
+    j = train_py.setup(args)
+    marks = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: marks.append(1))
+    loss, scores, _ = train_py.evaluate(j, j.splits["dev"])
+    assert len(marks) == -(-len(j.splits["dev"].y) // 8) == 2 and scores  # 16 dev examples, batches of 8
+
+
 # -----------------------------------------------------------------------------
 # train.py --compile, as a user runs it (subprocesses: the tiny BERT and synthetic RTE of test_train.py)
 

@@ -350,8 +350,10 @@ def test_bf16_trains(setup):
 @pytest.mark.parametrize("model_type", ["bert", "roberta", "electra"])
 def test_attention_maps_are_float32_under_bf16_autocast(model_type):
     """Under --dtype bf16 (autocast) the maps A, and so B = dF/dA and Eq. 6's comparisons, are float32 for every
-    model type, as train.py's "Precision" says: ELECTRA's embedding projection hands bf16 on to the layers, and
-    the float32 padding mask promotes their scores. A model cast to bfloat16 whole (from_pretrained's dtype)
+    model type, as train.py's "Precision" says: the float32 padding mask promotes the bf16 scores. The residual
+    stream is float32 too: CUDA's autocast runs LayerNorm in float32 and a CPU's does not, so ELECTRA's
+    embedding projection is cast back to float32, or on a CPU its whole stream would run in bf16 (on a GPU
+    not). A model cast to bfloat16 whole (from_pretrained's dtype)
     runs in bfloat16 throughout: a float32 mask there would meet bfloat16 values in A @ v and fail."""
     extra = {"electra": dict(embedding_size=16), "roberta": dict(pad_token_id=1)}.get(model_type, {})
     cfg = model.Config(model_type=model_type, vocab_size=40, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -362,7 +364,9 @@ def test_attention_maps_are_float32_under_bf16_autocast(model_type):
     mask[0, 5:] = 0
     with torch.autocast("cpu", dtype=torch.bfloat16):
         _, attns = net(ids, mask, torch.zeros_like(ids))
+        hidden, _ = net.encoder(ids, mask, torch.zeros_like(ids))
     assert [a.dtype for a in attns] == [torch.float32] * 2
+    assert hidden.dtype == torch.float32  # the residual stream too (ELECTRA's projection is cast back), as on a GPU
     _, attns = net.to(torch.bfloat16)(ids, mask, torch.zeros_like(ids))  # a model cast whole runs in its dtype
     assert [a.dtype for a in attns] == [torch.bfloat16] * 2
 
@@ -853,7 +857,6 @@ def test_a_real_full_disk(tmp_path, name):
 
 def test_no_previous_file_is_said_so(tmp_path, monkeypatch):
     """A first save that fails says nothing was written, rather than promising a previous file."""
-    import train as train_py
     monkeypatch.setattr(Path, "write_text", fake_write_text)
     with pytest.raises(checkpoint.SaveError) as e:
         checkpoint.write_json(tmp_path / "metrics.json", {})
@@ -1210,7 +1213,8 @@ def test_ood_paws_and_rdrop_run(setup, tmp_path):
 def test_rdrop_loss_by_hand():
     """R-Drop's loss on two forwards' logits: the mean of their cross-entropies plus alpha times the
     symmetric KL divergence 1/2 (KL(P1||P2) + KL(P2||P1)), here worked out by hand for one example with two
-    classes; identical forwards add nothing; IGNOREd tokens add nothing; regression adds alpha (y1 - y2)^2."""
+    classes; identical forwards add nothing; IGNOREd tokens add nothing, and are left out with no op whose
+    output shape depends on the labels; regression adds alpha (y1 - y2)^2."""
     import math
     import train as train_py
     from support import rdrop
@@ -1228,6 +1232,30 @@ def test_rdrop_loss_by_hand():
     assert abs(rdrop.loss_sum(tok, ty, False, 1.0, train_py.loss_sum).item() - scored_only.item()) < 1e-6
     reg = torch.tensor([[1.0], [3.0]])
     assert abs(rdrop.loss_sum(reg, torch.tensor([2.0]), True, 0.5, train_py.loss_sum).item() - (1 + 0.5 * 4)) < 1e-6
+    # with no shape that depends on the labels (an index by a mask: a GPU would stop for its count)
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+    ops = []
+    with Ops():
+        rdrop.loss_sum(tok, ty, False, 1.0, train_py.loss_sum)
+    assert ops and not [o for o in ops if o.split(".")[1] in ("index", "nonzero", "masked_select")], ops
+
+
+def test_the_log_gives_the_mean_step_time_since_its_last_line(capsys):
+    """ms/step in the log line is the time since the last line over the steps since: on a GPU, which runs ahead
+    of the CPU until .item() waits, the last step's own time would be its queueing time, or the backlog."""
+    import time
+    import types
+    import train as train_py
+    j = types.SimpleNamespace(world=1, step=40, total_steps=100, say=print,
+                              opt=types.SimpleNamespace(param_groups=[{"lr": 2e-5}]))
+    train_py.log_step(j, torch.tensor(0.5), (time.time() - 2.0, 20))  # 20 steps in 2 s
+    ms = float(capsys.readouterr().out.split("|")[-1].split()[0])
+    assert 100 <= ms < 110, ms
 
 # -----------------------------------------------------------------------------
 # which examples a run sees: --limit samples, --limit-first takes the head
