@@ -201,7 +201,8 @@ def load_splits(args, task, weights, cfg, max_len, say=print):
     test_index = {}
     if args.predict and task.token_level:  # conlleval's files hold every sentence, whatever --dev-limit sampled
         parts["test"] = load_split(args.task, "test", data_dir)
-        parts["dev_all"] = load_split(args.task, "dev", data_dir) if args.dev_limit else dev_ex
+        if args.dev_limit:  # (without it, dev is all of dev)
+            parts["dev_all"] = load_split(args.task, "dev", data_dir)
     elif args.predict:
         for _, split in SUBMISSION_FILES[args.task]:
             test_index[split], parts[split] = load_test(args.task, split, data_dir)

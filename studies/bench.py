@@ -508,8 +508,13 @@ def print_methods(rows, med, ratio, L, device):
         print(f"{n:9} | {r['ms']:8.1f} | {r['steps']:2} | {r['ratio']:6.2f} | {f'{lo:.2f}-{hi:.2f}':>11} | "
               f"{ms(r['peak_MiB']):>8} | {r['target']:6.3g} | "
               f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | {r['floor_here_masks']:7.2f} | "
-              + ("    " if n.startswith("plain") else "pass" if r["pass"] else "FAIL")
+              + ("    " if n.startswith("plain") else "pass" if r["pass"] else
+                 "FAIL*" if r["floor_here_masks"] > r["target"] else "FAIL")
               + (f" | {r['x_plain']:11.2f} | {r['host_syncs']:10} | {r['mfu']:.1%}" if gpu else ""))
+    if any(not n.startswith("plain") and not r["pass"] and r["floor_here_masks"] > r["target"]
+           for n, r in rows.items()):
+        print("FAIL*: even the floor here with the masks is above the target: no step could pass it on this machine, "
+              "whose forward is this costly against its plain step (RESULTS.md, Cost)")
     print(f"masks of all {L} layers from scores at hand (Eq. 6-7): drop_mask {med['drop_mask']:.1f} ms "
           f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.1f} ms; "
           f"random_mask {med['random_mask']:.1f} ms ({ratio['random_mask']:.2f})")

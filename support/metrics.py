@@ -172,7 +172,8 @@ def predict(j, evaluate):
     both; a GLUE task writes the files GLUE's server takes (OUT/RTE.tsv, ...). Returns each labelled split's
     metrics."""
     scores = {}
-    files = [("dev_predictions.txt", "dev_all"), ("test_predictions.txt", "test")] if j.token_level \
+    dev = "dev_all" if "dev_all" in j.splits else "dev"  # all of dev, which --dev-limit sampled
+    files = [("dev_predictions.txt", dev), ("test_predictions.txt", "test")] if j.token_level \
         else SUBMISSION_FILES[j.args.task]
     for name, split in files:
         s = j.splits[split]

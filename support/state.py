@@ -268,9 +268,7 @@ def load_state(out, settings, world, device):
         saved = state["settings"]
     except Exception as e:  # a file we did not write, or a truncated copy of one
         sys.exit(f"error: --resume: {path} is not a training state this script wrote ({type(e).__name__}: {e})")
-    said = lambda v: "the default" if v is None else repr(v)  # noqa: E731 (a flag not given is None)
-    diff = [f"--{k.replace('_', '-')} {said(saved.get(k))} then, {said(v)} now" for k, v in settings.items()
-            if saved.get(k) != v]
+    diff = _differences(saved, settings)
     if "ranks" not in state:
         sys.exit(f"error: --resume: {path} holds no per-rank random streams, which this script's states hold; "
                  "it cannot be continued exactly: rerun without --resume")
@@ -279,6 +277,13 @@ def load_state(out, settings, world, device):
     if diff:
         sys.exit(f"error: --resume: {path} was made with other settings: {'; '.join(diff)}")
     return state
+
+
+def _differences(then, now):
+    """The settings of `now` that `then` (a saved run's) does not share, in words: '--p 0.7 then, 0.5 now'."""
+    said = lambda v: "the default" if v is None else repr(v)  # noqa: E731 (a flag not given is None)
+    return [f"--{k.replace('_', '-')} {said(then.get(k))} then, {said(v)} now" for k, v in now.items()
+            if then.get(k) != v]
 
 
 def restore_rng(rng, device):
@@ -304,7 +309,7 @@ def resume(j):
     --out, and when it was saved inside an epoch, how far that epoch had got, so the run goes on exactly as
     if it had never stopped."""
     if not j.args.resume:
-        _refuse_to_overwrite(j.out)
+        _refuse_to_overwrite(j.out, j.settings, j.say)
         return
     saved = load_state(j.out, j.settings, j.world, j.device)
     j.net.load_state_dict(saved["model"])
@@ -358,13 +363,20 @@ def cpu_copy(weights):
     return {k: v.detach().to("cpu", copy=True) for k, v in weights.items()}
 
 
-def _refuse_to_overwrite(out):
+def _refuse_to_overwrite(out, settings, say):
     """A run started without --resume into a folder whose run stopped before it finished would overwrite that
-    run's state and checkpoint: refused, saying how to continue it or start over (a finished run's folder may
-    be run into again)."""
+    run's state and checkpoint: refused, saying how to continue it or start over. Into a finished run's folder:
+    with that run's settings, the run is made again (a rerun of the same command, a sweep), said in a note;
+    with other settings, refused: a finished result would be replaced by another experiment's."""
     if (out / STATE).is_file() and (not _finished(out) or saved_after_metrics(out)):
         sys.exit(f"error: {out} holds a run that did not finish (its state, {out / STATE}): add --resume to "
                  f"continue it, or pass another --out, or remove {out} to start over")
+    if _finished(out):
+        then = json.loads((out / "metrics.json").read_text()).get("args")
+        if diff := _differences(then if isinstance(then, dict) else {}, settings):
+            sys.exit(f"error: {out} holds a finished run made with other settings ({'; '.join(diff)}): pass "
+                     f"another --out to keep both, or remove {out} to replace it")
+        say(f"note: {out} holds a finished run of these settings: this run makes it again, in its place")
 
 
 def saved_after_metrics(out):

@@ -312,7 +312,7 @@ def test_resume_refuses_what_it_cannot_continue(setup, one_and_two):
 @pytest.mark.slow
 def test_ctrl_c_says_how_to_resume(setup):
     """Ctrl-C (SIGINT) after an epoch has finished prints where the state is and the exact command
-    that resumes the run. The child starts with SIGINT at its default, as a terminal's foreground job
+    that resumes the run, and exits 130 (128 + SIGINT, as a shell reports it). The child starts with SIGINT at its default, as a terminal's foreground job
     does: under `bash -c '... &'` a test run inherits SIGINT ignored, and Python then never raises
     KeyboardInterrupt (the run finished, exit 0)."""
     out = setup / "interrupted"
@@ -326,7 +326,7 @@ def test_ctrl_c_says_how_to_resume(setup):
             proc.send_signal(signal.SIGINT)
             break
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode != 0 and "Traceback" not in err
+    assert proc.returncode == 130 and "Traceback" not in err  # the shell's code for SIGINT, not 1 (an error)
     assert str(out / "train_state.pt") in err and "--resume" in err and "--epochs 3" in err
 
 # -----------------------------------------------------------------------------
@@ -427,12 +427,19 @@ def test_a_checkpoint_of_another_task_is_said_so(setup, tmp_path):
 def test_a_run_without_resume_never_overwrites_an_unfinished_one(setup, tmp_path):
     """The resume command without its --resume (a command rerun from the shell's history) into a folder whose
     run did not finish is refused in one line, naming the state and both ways on, and the state is left as it
-    was; into a folder whose run finished, a new run starts (its results were complete). A state saved after
-    a finished run's metrics.json is a later run's, unfinished: refused too."""
+    was. Into a folder whose run finished, the same settings make the run again, said in a note; other
+    settings are refused, naming the difference, and the finished run's files are left as they were. A state
+    saved after a finished run's metrics.json is a later run's, unfinished: refused too."""
     out = tmp_path / "run"
     train(setup, out, "--epochs", "1")
-    r = train(setup, out, "--epochs", "1")  # finished: a new run may start there
-    assert "epoch 1 (plain)" in r.stdout
+    r = train(setup, out, "--epochs", "1")  # finished, these settings: made again
+    assert "epoch 1 (plain)" in r.stdout and f"note: {out} holds a finished run of these settings" in r.stdout
+    files = {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()}
+    r = train(setup, out, "--epochs", "1", "--p", "0.5", "--q", "0.5", check=False)  # another experiment
+    assert r.returncode == 1 and "epoch 1 (" not in r.stdout, r.stdout
+    assert f"error: {out} holds a finished run made with other settings (--p 0.0 then, 0.5 now; --q 0.0 then, " \
+           f"0.5 now): pass another --out to keep both, or remove {out} to replace it" in r.stderr, r.stderr
+    assert {f.name: f.read_bytes() for f in out.iterdir() if f.is_file()} == files
     m = metrics(out)
     m["finished"] = False  # as if stopped after its state and before its final metrics.json
     (out / "metrics.json").write_text(json.dumps(m))
