@@ -436,9 +436,13 @@ def time_rounds(args, steps, device):
         return dt
 
     for r in range(args.warmup):  # IGA skips warm-up: at 15-50x a step its first-call costs vanish
+        first = " (a compiled step's first call compiles)" if r == 0 and any(n.endswith("+c") for n in steps) else ""
+        print(f"warm-up {r + 1}/{args.warmup}, seconds a step{first}:", end="", flush=True)
         for n in steps:
             if not n.startswith("iga"):
-                timed(steps[n], device)
+                print(f" {n}", end="", flush=True)  # printed before the call: a stall names its step
+                print(f" {timed(steps[n], device)[0]:.1f}", end="", flush=True)
+        print(flush=True)
     # Each method runs between two plain steps and its ratio is to their mean, so that the machine's
     # speed drifting (other jobs on a shared CPU) cancels; a method's figure is its median over rounds.
     before = {p: run(p) for p in ("plain", "plain+c") if p in steps}

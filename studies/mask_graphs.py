@@ -17,11 +17,12 @@ alone first and checked equal to the sort's candidates on every real pair.
 Needs a CUDA GPU (--device cpu runs it in miniature). RESULTS.md (Compiled and sync-free) gives what a GPU
 printed, and what did not compile in time.
 """
-import argparse, functools, statistics, sys, time, torch
+import argparse, functools, re, statistics, sys, time, torch
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import addrop
+from torch._inductor.utils import run_and_get_code
 
 P, Q, BATCH, H, T = 0.7, 0.1, 32, 12, 128  # BERT-base's shape, the RTE setting
 KEEP = round((1 - P) * 10**6)
@@ -41,19 +42,20 @@ def thr_sort_max(s, real, n, idx):  # b^[idx] as the largest entry at idx of the
 
 
 def cand_bisect(s, real, n, idx):  # no sort: b^[idx] found by 32 halvings of the range of the floats' bits
-    # The scores' bits as integers that order as the floats do (-0 made 0, negatives' magnitude bits flipped,
-    # padding above all); b^[idx] is the least key t with at least idx + 1 real keys at or below it. Compiled,
-    # the 32 counts of a row are reductions over the same row, like softmax's two, that inductor can fuse.
-    bits = torch.where(s == 0, torch.zeros_like(s), s).float().view(torch.int32).long()
-    key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).masked_fill(~real, 2**31)
+    # The scores' bits as int32 that order as the floats do (-0 made 0, negatives' magnitude bits flipped);
+    # b^[idx] is the least key t with at least idx + 1 real keys at or below it. Compiled, the 32 counts of a
+    # row are reductions over the same row, like softmax's two, that inductor can fuse: every per-key
+    # operation is on int32 (a GPU's int64 takes two), and only the row's bounds lo, hi are int64.
+    bits = torch.where(s == 0, torch.zeros_like(s), s).float().view(torch.int32)
+    key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
     need = (idx + 1).view(-1, 1, 1, 1)
     lo = torch.full(s.shape[:-1] + (1,), -2**31, dtype=torch.long, device=s.device)
     hi = torch.full_like(lo, 2**31 - 1)
     for _ in range(32):
-        mid = (lo + hi) >> 1
-        enough = (key <= mid).sum(-1, keepdim=True) >= need
+        mid = (lo + hi) >> 1  # within int32's range, as lo and hi are
+        enough = ((key <= mid.int()) & real).sum(-1, keepdim=True, dtype=torch.int32) >= need
         lo, hi = torch.where(enough, lo, mid + 1), torch.where(enough, mid, hi)
-    return key >= lo  # the candidates (idx = n: none real, as lo ends at 2^31 - 1, above every real key)
+    return key >= lo  # the candidates (idx = n: none real, as lo ends at 2^31 - 1, NaN's bits, above every real key)
 
 
 def cand_count(s, real, n, idx):  # no threshold, no sort: the candidates of Eq. 6 by counting, ties included
@@ -85,6 +87,14 @@ def timed(ways, dev, rounds=15):
             ks = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
             print(f"{k}: {sum(e.count for e in ks)} kernels; longest: " +
                   "; ".join(f"{e.key[:60]} {e.device_time_total / e.count:.0f} us" for e in ks[:3]), flush=True)
+
+
+def launches(code):
+    """What inductor's code for a graph runs, from its call(): the kernels it generated (triton_... on a GPU,
+    cpp_... on a CPU) and the library calls (aten.sort where it did not generate the sort)."""
+    calls = re.findall(r"^ +(?:\w+ = )?((?:torch\.ops\.)?aten\.\w+|extern_kernels\.\w+|\w+_fused_\w+)", "\n".join(code), re.M)
+    library = [c.replace("torch.ops.", "") for c in calls if "_fused_" not in c]
+    return f"its graph runs {len(calls) - len(library)} generated kernels and the library calls {', '.join(library) or 'none'}"
 
 
 CANDIDATES = {"layer_masks": lambda s, *a: s >= thr_sort(s, *a), "sort-max": lambda s, *a: s >= thr_sort_max(s, *a),
@@ -138,6 +148,7 @@ def main(argv=None):
     ref = torch.cat(scores) >= thr_sort(torch.cat(scores), real.repeat(L, 1, 1, 1), n.repeat(L), idx.repeat(L))
     ways = {}
     for name in names:
+        print(f"{name}: compiling", flush=True)  # before the compile: a stall names its way
         if name in CANDIDATES:  # compiled alone first, at the joined shape, and compared with the sort's
             t0 = time.perf_counter()
             c = torch.compile(CANDIDATES[name], fullgraph=True, dynamic=False)(
@@ -147,9 +158,10 @@ def main(argv=None):
                   f"(compiled in {time.perf_counter() - t0:.0f} s)", flush=True)
         t0 = time.perf_counter()
         ways[name] = build(name, scores, am)
-        for _ in range(3):
+        _, code = run_and_get_code(ways[name])
+        for _ in range(2):
             ways[name]()
-        print(f"{name}: compiled and warmed up in {time.perf_counter() - t0:.0f} s", flush=True)
+        print(f"{name}: compiled and warmed up in {time.perf_counter() - t0:.0f} s; {launches(code)}", flush=True)
     timed(ways, dev)
 
 

@@ -107,12 +107,14 @@ def test_mask_graphs_candidates_found_other_ways_equal_the_sorts(p):
     sort, by bisecting the floats' bits and by counting. Each must be the sort's own on every real (query, key)
     pair at every p (at p = 0 no candidate, at p = 1 all), or its time means nothing. The scores are rounded to
     one decimal, so that ties at the threshold occur (all of them candidates), and hold -0.0 beside 0.0 (equal
-    as floats, not as bits), and the examples have 9, 6 and 1 real tokens."""
+    as floats, not as bits) and, in one row, float32's largest magnitudes and least subnormals (the ends of
+    the bits' order); the examples have 9, 6 and 1 real tokens."""
     import torch
     torch.manual_seed(0)
     am = torch.tensor([[1] * 9, [1] * 6 + [0] * 3, [1] + [0] * 8])
     s = (torch.randn(3, 2, 9, 9) * 3).round() / 10
     s[:, :, ::2] = s[:, :, ::2] * torch.tensor([-1.0, 1.0]).repeat(5)[:9]  # rows of 0.0 and -0.0 mixed
+    s[0, 0, 1, :4] = torch.tensor([-3.4e38, 3.4e38, 1e-45, -1e-45])  # float32's ends and its least subnormals
     assert (s == 0).sum() > 20 and (torch.signbit(s) & (s == 0)).sum() > 10
     real, n = am.bool()[:, None, None, :], am.sum(-1)
     idx = n * round((1 - p) * 10**6) // 10**6
