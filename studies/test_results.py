@@ -6,6 +6,7 @@ write with the committed tables, file for file. A table that no longer matches m
 Needs the GLUE data (the constant answer, dev's labels) and the default weights (the model type); skips without.
 """
 
+import json
 import tarfile
 from pathlib import Path
 
@@ -60,3 +61,52 @@ def test_tables_only_rebuilds_the_committed_tables(folder, tmp_path, capsys):
                         f"{analyses} --tables-only` writes from finished_runs.tar.gz: first difference at "
                         f"line {line + 1}:\n  committed: {old[line] if line < len(old) else '(end of file)'}\n"
                         f"  rebuilt:   {new[line] if line < len(new) else '(end of file)'}")
+
+
+def table_rows(text):
+    """The rows of the markdown tables in text, stripped, without their --- lines."""
+    return [r for r in (line.strip() for line in text.splitlines())
+            if r.startswith("|") and not set(r) <= set("|-: ")]
+
+
+def committed_tables():
+    """Each committed result file (studies/results/**: .txt, .csv, .md, and the strings inside .json) -> its
+    table rows."""
+    def strings(x):
+        if isinstance(x, str):
+            yield x
+        for v in (x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()):
+            yield from strings(v)
+    out = {}
+    for f in sorted(RESULTS.rglob("*")):
+        if f.suffix in (".txt", ".csv", ".md"):
+            out[f] = set(table_rows(f.read_text()))
+        elif f.suffix == ".json":
+            out[f] = set(table_rows("\n".join(strings(json.loads(f.read_text())))))
+    return {f: rows for f, rows in out.items() if rows}
+
+
+@pytest.mark.parametrize("doc", ["RESULTS.md", "README.md"])
+def test_tables_copied_into_the_documents_are_the_committed_ones(doc):
+    """A table of the documents copied from a committed result file is copied whole: for each table, the result
+    file holding most of its rows verbatim must hold every one (a table with none verbatim anywhere, such as
+    one reformatted by hand, is not compared). Caught: RESULTS.md's compare_small dev-loss table, two of whose
+    RTE rows were not compare.json's."""
+    sources = committed_tables()
+    lines = (Path(__file__).resolve().parent.parent / doc).read_text().splitlines()
+    tables, rows = [], []
+    for i, line in enumerate(lines + [""], 1):
+        if line.strip().startswith("|"):
+            rows.append((i, line.strip()))
+        elif rows:
+            tables.append([(i, r) for i, r in rows if not set(r) <= set("|-: ")][1:])  # the header left out
+            rows = []
+    compared = 0
+    for body in (t for t in tables if t):
+        best = max(sources, key=lambda f: sum(r in sources[f] for _, r in body))
+        if any(r in sources[best] for _, r in body):
+            compared += 1
+            wrong = [f"line {i}: {r}" for i, r in body if r not in sources[best]]
+            assert not wrong, (f"{doc}: a table copied from {best.relative_to(RESULTS.parent.parent)} has rows "
+                               "that file does not hold:\n  " + "\n  ".join(wrong))
+    assert compared >= (9 if doc == "RESULTS.md" else 0), f"{doc}: only {compared} tables found in the results"
