@@ -38,6 +38,12 @@ def exercises(paths):
     return out
 
 
+def named(path):
+    """What the --impl value path stands in for, for train.py's header: its functions' names, or all N."""
+    names = [e.name for e in exercises([path])]
+    return f"all {len(names)} exercises" if len(names) == len(make.BY_PATH) else ", ".join(names)
+
+
 def load(path):
     """Load the exercise file at path (or every exercise file of a folder) into its real module; returns
     the module that stands for the file."""

@@ -16,8 +16,8 @@ row's n real scores in ascending order, a key is a candidate when it scores at l
 Eq. 7: each candidate is dropped with probability q. M also keeps exercise 6's rules.
 
 Conventions the lessons compare against: int(n (1 - p)) is the integer that exact arithmetic gives, for
-every n and every p given to 6 decimals; ties at the threshold are all candidates (with low too: every key
-that ties the lowest candidate's score is one).
+every n and every p given to 6 decimals; ties at the threshold are all candidates (with low too, whose
+threshold is the highest score among the low candidates: every key that ties it is one).
 
 Eq. 7's coin flips are yours to draw: one independent coin per position, from `generator` when one is
 given (generators seeded alike give the same mask, whatever torch's default stream holds).

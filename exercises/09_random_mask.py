@@ -2,9 +2,9 @@
 Exercise 9 of 11: random_mask, Table 2's RD, the random baseline.
 
 RD, Table 2's random baseline: Eq. 6's candidate region randomly generated instead of read from an
-attribution (Section 3.4), each real position a candidate with probability p; then Eq. 7 with q, as in
-exercise 5. No first pass, no scores. (The paper says only "randomly generating the discard region";
-this reading is the authors' code's.)
+attribution (Section 3.4), each real position a candidate with probability p, independently of the
+others; then Eq. 7 with q, as in exercise 5. No first pass, no scores. (The paper says only "randomly
+generating the discard region"; this reading is the authors' code's.)
 
 attention_mask   (B, T) 1 on real tokens, 0 on padding
 H                the number of heads

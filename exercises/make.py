@@ -199,8 +199,8 @@ row's n real scores in ascending order, a key is a candidate when it scores at l
 Eq. 7: each candidate is dropped with probability q. M also keeps exercise 6's rules.
 
 Conventions the lessons compare against: int(n (1 - p)) is the integer that exact arithmetic gives, for
-every n and every p given to 6 decimals; ties at the threshold are all candidates (with low too: every key
-that ties the lowest candidate's score is one).
+every n and every p given to 6 decimals; ties at the threshold are all candidates (with low too, whose
+threshold is the highest score among the low candidates: every key that ties it is one).
 
 Eq. 7's coin flips are yours to draw: one independent coin per position, from `generator` when one is
 given (generators seeded alike give the same mask, whatever torch's default stream holds).
@@ -305,9 +305,9 @@ gradient, and the real code's numbers to 1e-10.""", (
         "entries: the same numbers, faster.)"), given=("embed", "head")),
     Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline", """\
 RD, Table 2's random baseline: Eq. 6's candidate region randomly generated instead of read from an
-attribution (Section 3.4), each real position a candidate with probability p; then Eq. 7 with q, as in
-exercise 5. No first pass, no scores. (The paper says only "randomly generating the discard region";
-this reading is the authors' code's.)
+attribution (Section 3.4), each real position a candidate with probability p, independently of the
+others; then Eq. 7 with q, as in exercise 5. No first pass, no scores. (The paper says only "randomly
+generating the discard region"; this reading is the authors' code's.)
 
 attention_mask   (B, T) 1 on real tokens, 0 on padding
 H                the number of heads
@@ -322,7 +322,7 @@ neighbour, where the coins come from, and the edge cases.""", (
         "A position is dropped when it is a candidate (probability p) and its coin says drop (probability q), "
         "two independent events: what is the probability of both? One draw at that probability is the mask.",
         "One field of coins at that probability: bernoulli((B, H, T, T), p * q, generator, attention_mask.device) "
-        "(model.py's, as drop_mask's coins; the capstone's README numbers come from it), then exercise 6's "
+        "(model.py's, as drop_mask's coins), then exercise 6's "
         "function, _real_rows, for the edge cases.",
         "B, T = attention_mask.size()\n"
         "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)")),

@@ -612,9 +612,10 @@ AXES = (("example", "examples"), ("head", "heads"), ("query", "queries"), ("key"
 
 def fair_coins(said, M, where, rate):
     """The drops of M (B, H, T, T) at the positions `where` (bool, broadcastable) must look like independent coins,
-    each True with probability `rate`: the share of those positions dropped, and along each axis the share of
+    each True with probability `rate`: the share of those positions dropped; along each axis the share of
     neighbouring pairs (both in `where`) dropped together, rate^2 for independent coins and rate for one coin
-    shared along that axis; each within 6 sigma of its law."""
+    shared along that axis; and the spread of each row's count of drops, binomial for independent coins (a
+    fixed count a row, as a top-k of random scores gives, has less); each within 6 sigma of its law."""
     where = where.expand_as(M)
     n = int(where.sum())
     share, sigma = (M & where).sum().item() / n, math.sqrt(rate * (1 - rate) / n)
@@ -630,6 +631,16 @@ def fair_coins(said, M, where, rate):
         true(abs(together - rate**2) <= 6 * sigma, f"{said}: of {k} pairs of positions next to each other along the "
              f"{name} axis, {together:.3f} were dropped together; expected {rate**2:.3f} +- {6 * sigma:.3f} (6 sigma) "
              f"for independent coins (one coin shared along the {names} would give {rate:g})")
+    # each row's count x of drops among its c positions: binomial(c, rate), so the squares (x - c rate)^2 sum to
+    # S with mean sum c r (1 - r) and variance sum (mu4 - var^2), mu4 = c r (1 - r) (1 + 3 (c - 2) r (1 - r))
+    c, x = where.sum(-1).double(), (M & where).sum(-1).double()
+    v = c * rate * (1 - rate)
+    S, var_S = ((x - c * rate) ** 2).sum().item(), (v * (1 + 3 * (c - 2) * rate * (1 - rate)) - v**2).sum().item()
+    true(abs(S - v.sum().item()) <= 6 * math.sqrt(var_S), f"{said}: each row's count of drops spreads by "
+         f"{math.sqrt(S / c.numel()):.2f} (root mean square about its mean); expected {math.sqrt(v.mean().item()):.2f} "
+         f"(6 sigma: {S / v.sum().item():.2f} x the binomial variance, against 1 +- "
+         f"{6 * math.sqrt(var_S) / v.sum().item():.2f}): independent coins make the count binomial, and a fixed "
+         "number a row (the top k of random scores, say) makes it spread less")
 
 
 def from_the_generator(said, draw):
@@ -758,8 +769,14 @@ def test_regression_attributes_the_negative_loss():
     net, batch = tiny_model(num_labels=1), padded_batch(regression=True)
     logits, attns = run(net, batch)
     loss = 0.5 * ((logits.squeeze(-1) - batch["labels"]) ** 2).sum()
-    dA = torch.autograd.grad(loss, attns)
+    dA = torch.autograd.grad(loss, attns, retain_graph=True)
     B_all = addrop.attribute(net, batch, ALL, "ga", regression=True)
+    every_pair = 0.5 * ((logits - batch["labels"]) ** 2).sum()  # (B, 1) minus (B,): a (B, B) table
+    if all(torch.allclose(B_all[l], -g, rtol=1e-9, atol=0) for l, g in zip(ALL, torch.autograd.grad(every_pair, attns))):
+        raise Wrong("the regression attribution is -dL/dA_l of L = 1/2 sum over every (prediction, label) pair: "
+                    "logits (B, 1) minus labels (B,) broadcasts to (B, B), each example's prediction against every "
+                    "example's score; expected L over each example with its own score (the logits' last dimension "
+                    "of 1 removed first)")
     for l in ALL:
         close(B_all[l], -dA[l], f"layer {l}: the regression attribution, against -dL/dA_l, L = 1/2 sum (y^ - y)^2 "
               "with the gold scores y", atol=1e-12)
@@ -821,9 +838,10 @@ def test_random_mask_coins_are_independent_and_from_the_generator():
     """Lesson 13b. RD drops each real (query, key) pair independently, with probability p q: no example, head,
     query or key shares its coins with a neighbour (neighbours dropped together at (p q)^2, not p q). The coins
     come from `generator` when one is given, as drop_mask's do. One draw at p q, or a candidate at p and a coin
-    at q, both pass: each real pair is dropped with probability p q either way."""
+    at q, both pass: each real pair is dropped with probability p q either way. A fixed number of candidates a
+    row (the top of random scores) does not: at q = 1 every row would lose the same count, not a binomial one."""
     attention_mask = torch.ones(16, 12, dtype=torch.long)
-    for p, q in [(0.5, 0.5), (0.6, 0.5)]:
+    for p, q in [(0.5, 0.5), (0.6, 0.5), (0.5, 1.0)]:
         said = f"random_mask(p = {p}, q = {q}) on 16 examples of 12 real tokens, 4 heads"
         torch.manual_seed(0)
         M = addrop.random_mask(attention_mask, 4, p, q)

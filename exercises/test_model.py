@@ -398,7 +398,9 @@ def test_mask_drops_exactly_one_entry():
     true(not (A_m[b, h, k, q] == 0 and A_m[b, h, q, k] > 0), f"a mask at (example {b}, head {h}, query {q}, key {k}) "
          f"zeroed the entry of query {k}, key {q} instead: M transposed; expected M[b, h, i, j] to drop query i's key j")
     true(A_m[b, h, q, k] == 0, f"the entry masked with -inf has attention {A_m[b, h, q, k]:.1e}; expected exactly 0: "
-         "M_l is added inside the softmax")
+         "M_l is added inside the softmax" + (" (NaN: 0 x -inf is NaN, so M's bools times -inf put NaN wherever "
+         "M is False; -inf belongs where M is True, and nothing is added elsewhere)"
+         if A_m[b, h, q].isnan().any() else ""))
     others = torch.ones_like(A, dtype=torch.bool)
     others[b, h, q] = False
     same(A_m[others], A[others], "layer 1's other attention rows with the mask, against without it")

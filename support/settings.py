@@ -15,6 +15,7 @@ from typing import NamedTuple
 import torch
 
 import addrop
+import impl
 from support import cpu
 import data
 from support import state
@@ -332,7 +333,7 @@ def describe(j):
         f"{' low' if args.drop_low else ''}{'' if args.no_cross_tuning else ' with cross-tuning'}"
         f"{' first pass in train mode' if args.first_pass == 'train' else ''}"
         f"{' (epoch 1 is plain: 1 epoch runs no AD-DROP)' if j.epochs < 2 and not args.no_cross_tuning else ''}")
-    return ("".join(f"--impl: {Path(p).stem} from {p}\n" for p in args.impl) +
+    return ("".join(f"--impl: {impl.named(p)} from {p}\n" for p in args.impl) +
             f"{args.task}: {sizes} examples | {j.weights} | {j.device}"
             f"{f' x {j.world} processes' if j.world > 1 else ''} | {args.dtype} | lr {j.lr} batch {j.batch_size} "
             f"max_len {j.max_len} | {what}{f' + R-Drop --rdrop {args.rdrop}' if args.rdrop else ''}")

@@ -40,6 +40,8 @@ WRONG = [
      ".view(B, T, D, H).permute(0, 3, 1, 2)\n    k = layer.k(x).view(B, T, D, H).permute(0, 3, 1, 2)"),
     (1, "heads by a straight reshape", ".view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)\n    k = layer.k(x).view(B, T, H, D).transpose(1, 2)",
      ".reshape(B, H, T, D)\n    k = layer.k(x).reshape(B, H, T, D)"),
+    (1, "M times -inf", 'bias = pad if M is None else pad.masked_fill(M, float("-inf"))',
+     'bias = pad if M is None else pad + M * float("-inf")'),
     (1, "M transposed", 'pad.masked_fill(M, float("-inf"))', 'pad.masked_fill(M.transpose(-2, -1), float("-inf"))'),
     (1, "v in tokens first", "v = layer.v(x).view(B, T, H, D).transpose(1, 2)", "v = layer.v(x).view(B, T, H, D)"),
     (10, "log-softmax over the tokens", 'return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), '
@@ -60,6 +62,7 @@ WRONG = [
     (3, "the log-probability for the logit", "return logits.gather(1, labels[:, None]).sum()",
      "return logits.log_softmax(-1).gather(1, labels[:, None]).sum()"),
     (3, "regression without the 1/2", "-0.5 * ((", "-(("),
+    (3, "regression logits (B, 1) against labels (B,)", "logits.squeeze(-1) - labels", "logits - labels"),
     (4, "the model not handed back in its mode", "model.train(was_training)", "pass"),
     (4, "AA runs every layer", "depth=max(layers) + 1", "depth=None"),
     (4, "gradients not turned on", "with torch.enable_grad(), _frozen(model):", "with _frozen(model):"),
@@ -87,6 +90,9 @@ WRONG = [
     (8, "the chain rule's k/m", "total += g.view(k, B, H, T, T).sum(0)",
      "total += (g.view(k, B, H, T, T) * a.view(k, 1, 1, 1, 1)).sum(0)"),
     (9, "p alone for p q", "(B, H, T, T), p * q,", "(B, H, T, T), p,"),
+    (9, "a fixed count of candidates a row", "bernoulli((B, H, T, T), p * q, generator, attention_mask.device)",
+     "(drop_mask(torch.rand((B, H, T, T), generator=generator, device=attention_mask.device), attention_mask, p, "
+     "1.0, generator=generator) & bernoulli((B, H, T, T), q, generator, attention_mask.device))"),
     (9, "real pairs only, no guard", "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)",
      "real = attention_mask.bool()\n    return bernoulli((B, H, T, T), p * q, generator, attention_mask.device) & "
      "real[:, None, :, None] & real[:, None, None, :]"),
@@ -206,6 +212,9 @@ SAYS = {(1, "the softmax over the queries"): "the softmax taken over the queries
         (3, "regression without the 1/2"): "actual = 2 x expected: every entry 2 times what is expected",
         (4, "one backward per layer"): "for 3 layers the gradient flowed back through the logits 3 times; expected once",
         (5, "one coin per row"): "along the key axis",
+        (9, "a fixed count of candidates a row"): "each row's count of drops spreads by",
+        (3, "regression logits (B, 1) against labels (B,)"): "broadcasts to (B, B)",
+        (1, "M times -inf"): "0 x -inf is NaN",
         (5, "one coin per key, shared by the heads"): "along the head axis",
         (7, "the parity flipped"): "epoch 1: yours runs AD-DROP, Algorithm 1 runs the original fine-tuning there",
         (9, "p alone for p q"): "dropped 7646 of 15512 real pairs; expected p q x 15512 = 1551",

@@ -555,7 +555,7 @@ def test_impl_trains_with_the_given_file(setup, tmp_path):
     student.write_text("def is_addrop_epoch(epoch, cross_tuning=True):\n    return False\n")
     r = train(setup, tmp_path / "out", "--epochs", "2", "--p", "0.5", "--q", "0.5", "--no-checkpoint",
               "--impl", str(student))
-    assert f"--impl: 07_is_addrop_epoch from {student}" in r.stdout
+    assert f"--impl: is_addrop_epoch from {student}" in r.stdout
     assert [h["kind"] for h in metrics(tmp_path / "out")["history"]] == ["plain", "plain"]
     wrong = tmp_path / "addrop.py"
     wrong.write_text((HERE / "addrop.py").read_text())
