@@ -248,7 +248,7 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     - q = 0 drops nothing; q = 1 drops every candidate.
     - a row whose every real key would be dropped would be NaN after softmax (-inf
       everywhere). Such a row keeps all its keys instead: AD-DROP cannot ask a query to
-      attend to nothing. (The authors' -10000 makes it uniform over padding too.)
+      attend to nothing. (The authors' -10000 on every key cancels: all keys, padding too.)
     """
     B, H, T, _ = scores.size()
     real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys

@@ -1008,7 +1008,15 @@ def test_token_tasks_take_every_attribution(method):
         for l in ALL:
             close(iga[l], attns[l].detach() * ga[l], f"layer {l}: token IGA with m = 1, against A_l times GA's "
                   "gradient", atol=1e-12)
+    torch.manual_seed(0)
     masks = addrop.addrop_masks(net, batch, ALL, 0.5, 1.0, method)
+    if method in ("aa", "rd"):  # no label read: the tags scrambled, the same masks from the same seed
+        scrambled = {**batch, "labels": token_batch(seed=7)["labels"]}
+        torch.manual_seed(0)
+        again = addrop.addrop_masks(net, scrambled, ALL, 0.5, 1.0, method)
+        changed = [l for l in ALL if not torch.equal(again[l], masks[l])]
+        true(not changed, f"{method}'s masks of layers {changed} changed when only the batch's tags changed (same "
+             "seed); expected the same: AA and RD read no label")
     real = batch["attention_mask"].bool()
     shape = run(net, batch)[1][0].shape
     for l, M in enumerate(masks):

@@ -166,6 +166,64 @@ def test_a_compiled_addrop_step_trains_as_the_eager_one():
     assert losses[None][0] != losses[None][-1]  # it trained: the comparison means something
     assert losses["aot_eager"] == pytest.approx(losses[None], abs=1e-6)
 
+STEP_OPTIONS = [{}, {"gold": True}, {"low": True}, {"method": "aa"}, {"method": "rd"}, {"method": "iga", "m": 3},
+                {"first_pass": "train"}, {"regression": True}, {"layers": [2, 0]}, {"compile": "aot_eager"},
+                {"method": "rd", "compile": "aot_eager"}]
+
+
+@pytest.mark.parametrize("options", STEP_OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
+def test_addrop_step_is_its_pieces_composed(options):
+    """addrop.addrop_step (what train.py trains with) against Algorithm 1's lines 7-9 spelled out here from the
+    pieces (attribute, then drop_mask per layer in the order given, or random_mask for RD; under compile each
+    mask as one whole graph, layer_masks; then the masked forward and the loss on the gold labels), from the
+    same seed: the masks exactly, the loss to 1e-12 (float64). Exercise 11's lessons compare a student's step
+    with the real one, which without --impl is this function itself: this is what checks the real one. Each
+    option must also change the masks from the default's, so that a step that dropped it could not pass."""
+    options = dict(options)
+    layers, compile = options.pop("layers", [0, 2]), options.pop("compile", None)
+    regression = options.get("regression", False)
+    torch.manual_seed(0)
+    net = tiny(dropout=0.1).double()
+    net.head.out = torch.nn.Linear(32, 1).double() if regression else net.head.out
+    b = tiny_batch()
+    if regression:
+        b["labels"] = torch.randn(4, dtype=torch.float64)
+    loss = (lambda y_hat, y: ((y_hat.squeeze(-1) - y) ** 2).sum()) if regression else (
+        lambda y_hat, y: torch.nn.functional.cross_entropy(y_hat, y, reduction="sum"))
+
+    def composed(opts, lay):
+        net.train()
+        torch.manual_seed(0)
+        masks, am, H = [None] * 3, b["attention_mask"], net.cfg.num_attention_heads
+        if opts.get("method") == "rd":
+            for l in lay:
+                masks[l] = addrop.whole_graph(addrop.random_mask, compile)(am, H, 0.5, 0.5)
+        else:
+            scores = addrop.attribute(net, b, lay, opts.get("method", "ga"), b["labels"] if opts.get("gold") else None,
+                                      opts.get("regression", False), opts.get("m", 20),
+                                      first_pass=opts.get("first_pass", "eval"))
+            if compile:
+                drawn = addrop.layer_masks(scores, lay, am, 0.5, 0.5, opts.get("low", False), compile)
+            else:
+                drawn = [addrop.drop_mask(scores[l], am, 0.5, 0.5, opts.get("low", False)) for l in lay]
+            for l, M in zip(lay, drawn):
+                masks[l] = M
+        logits, _ = net(b["input_ids"], am, b["token_type_ids"], masks)
+        return loss(logits, b["labels"]), masks
+
+    want_loss, want = composed(options, layers)
+    net.train()
+    torch.manual_seed(0)
+    got_loss, got = addrop.addrop_step(net, b, layers, 0.5, 0.5, loss, compile=compile, **options)
+    for l in range(3):
+        assert (got[l] is None) == (want[l] is None) and (want[l] is None or torch.equal(got[l], want[l])), l
+    assert abs(got_loss.item() - want_loss.item()) <= 1e-12 * max(1.0, abs(want_loss.item()))
+    if options or layers != [0, 2]:  # the option is seen: its masks are not the default's
+        default = composed({"regression": regression}, [0, 2])[1] if not regression else None
+        if default is not None:
+            assert any(not torch.equal(want[l], default[l]) for l in (0, 2)), options
+
+
 def test_compile_model_keeps_every_batch_shape_static():
     """train.compile_model compiles a graph per batch shape: a last, smaller batch gets its own graph, and the
     full batches after it keep theirs. (torch.compile's default would recompile at the second shape with a

@@ -429,7 +429,8 @@ def test_mrpc_built_from_its_sources_is_glues_byte_for_byte(tmp_path):
 def test_download_failures_name_the_cause(tmp_path, kind):
     """Whatever goes wrong in a download (no such file, a string that is no URL, a scheme urllib does not
     know, an archive that is not a zip, a zip with the train file but no dev file) is one DataError with
-    the URL and the cause; nothing is left behind, not even the data dir it created."""
+    the URL and the cause; nothing is left behind, not even the data dir it created, but what an archive did
+    deliver (its train.tsv)."""
     (tmp_path / "page.zip").write_text("<html>404 Not Found</html>")  # what a bad mirror serves
     url, cause = {
         "missing file": ((tmp_path / "nowhere.zip").as_uri(), "No such file or directory"),
@@ -443,7 +444,10 @@ def test_download_failures_name_the_cause(tmp_path, kind):
     with pytest.raises(DataError, match=re.escape(url) + ".*" + re.escape(cause)):
         download.ensure_task("rte", glue, url=url)
     leftovers = sorted(p.name for p in glue.rglob("*")) if glue.exists() else []
-    assert leftovers in ([], ["RTE", "train.tsv"]), leftovers  # only what the archive did deliver
+    if kind == "train.tsv only":  # what the archive did deliver stays, and only that
+        assert leftovers == ["RTE", "train.tsv"], leftovers
+    else:  # nothing delivered: not even the data dir
+        assert not glue.exists(), leftovers
 
 
 # -----------------------------------------------------------------------------
@@ -1033,14 +1037,15 @@ def test_group_by_length_cover_seeded():
 @real_conll
 def test_group_by_length_cuts_padding_on_real_conll(minilm_dir):
     """One epoch of the real CoNLL train set (14,041 sentences, max_len 128, batch 32): padding tokens with
-    group_by_length are at least 3x fewer than with a plain shuffle (measured: about 13.7k against 457k)."""
+    group_by_length are at least 20x fewer than with a plain shuffle (measured: about 13.7k against 457k, 33x)."""
     tok = data.load_tokenizer(minilm_dir, max_len=128)
     enc, labels = data.encode(tok, data.load_split("conll2003", "train", REAL_GLUE))
 
     def padding(group):
         return sum(int((b["attention_mask"] == 0).sum())
                    for b in data.batches(enc, labels, 32, 0, shuffle=True, seed=0, epoch=0, group_by_length=group))
-    assert 3 * padding(True) <= padding(False)
+    grouped, shuffled = padding(True), padding(False)
+    assert 20 * grouped <= shuffled, (grouped, shuffled)
 
 
 @real_conll
