@@ -1,5 +1,6 @@
 """
-The tutorial notebook, every cell run in memory (nbclient; CI installs it and ipykernel, development tools only),
+The tutorial notebook, every cell run in memory from a fresh start (runs/tutorial/, its scratch folder, emptied
+first, as a new user has it) (nbclient; CI installs it and ipykernel, development tools only),
 then checked against what is committed:
 - each "# checks ..." cell, committed without output by design, printed something when run;
 - each code cell's committed text output is what its code prints now, every number aside (a machine's digits and
@@ -10,6 +11,7 @@ then checked against what is committed:
     python .ci/notebook.py --write    # run, and write the fresh outputs into tutorial.ipynb (check cells left empty)
 """
 import re
+import shutil
 import sys
 
 import nbclient
@@ -19,14 +21,16 @@ NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
 def text(cell):
-    """A code cell's printed and returned text (figures and HTML left out)."""
+    """A code cell's printed and returned text (figures, HTML and stderr left out: a library's warnings there
+    differ between environments, tqdm's about ipywidgets for one)."""
     return "".join(o.get("text", "") if o.output_type == "stream" else o.get("data", {}).get("text/plain", "")
-                   for o in cell.outputs if o.output_type in ("stream", "execute_result"))
+                   for o in cell.outputs if o.output_type == "execute_result" or o.get("name") == "stdout")
 
 
 def main(write=False):
     committed = nbformat.read("tutorial.ipynb", as_version=4)
     nb = nbformat.read("tutorial.ipynb", as_version=4)
+    shutil.rmtree("runs/tutorial", ignore_errors=True)  # a fresh start, as a new user's: the walkthrough model trained
     nbclient.NotebookClient(nb, timeout=900, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": "."}}).execute()
     code = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
@@ -43,6 +47,11 @@ def main(write=False):
         nbformat.write(nb, "tutorial.ipynb")
         print(f"tutorial.ipynb: written, {len(stale)} cells' text changed beyond their numbers: {stale}")
         return
+    for i in stale:  # the first line that differs, committed and now
+        old, new = (NUMBER.sub("#", text(c)).splitlines() + ["(no more lines)"] for c in (committed.cells[i], nb.cells[i]))
+        k = next(k for k, (a, b) in enumerate(zip(old, new)) if a != b)
+        print(f"cell {i}, line {k + 1}:\n  committed: {text(committed.cells[i]).splitlines()[k:k + 1]}\n"
+              f"  now:       {text(nb.cells[i]).splitlines()[k:k + 1]}")
     assert not stale, (f"tutorial.ipynb: the committed outputs of cells {stale} are not what their code prints now "
                        "(numbers aside): rerun them (python .ci/notebook.py --write) and commit")
     print(f"tutorial.ipynb: all {len(code)} code cells ran without an error, and their committed outputs are current")
