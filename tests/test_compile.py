@@ -176,11 +176,13 @@ def test_addrop_step_is_its_pieces_composed(options):
     """addrop.addrop_step (what train.py trains with) against Algorithm 1's lines 7-9 spelled out here from the
     pieces (attribute, then drop_mask per layer in the order given, or random_mask for RD; under compile each
     mask as one whole graph, layer_masks; then the masked forward and the loss on the gold labels), from the
-    same seed: the masks exactly, the loss to 1e-12 (float64). Exercise 11's lessons compare a student's step
+    same seed (q = 0.1 under compile, where an eager CPU would draw other coins, so that a step ignoring compile
+    fails; 0.5 else): the masks exactly, the loss to 1e-12 (float64). Exercise 11's lessons compare a student's step
     with the real one, which without --impl is this function itself: this is what checks the real one. Each
     option must also change the masks from the default's, so that a step that dropped it could not pass."""
     options = dict(options)
     layers, compile = options.pop("layers", [0, 2]), options.pop("compile", None)
+    q = 0.1 if compile else 0.5  # at q <= 0.25 an eager CPU draws its coins otherwise: a step ignoring compile shows
     regression = options.get("regression", False)
     torch.manual_seed(0)
     net = tiny(dropout=0.1).double()
@@ -197,15 +199,15 @@ def test_addrop_step_is_its_pieces_composed(options):
         masks, am, H = [None] * 3, b["attention_mask"], net.cfg.num_attention_heads
         if opts.get("method") == "rd":
             for l in lay:
-                masks[l] = addrop.whole_graph(addrop.random_mask, compile)(am, H, 0.5, 0.5)
+                masks[l] = addrop.whole_graph(addrop.random_mask, compile)(am, H, 0.5, q)
         else:
             scores = addrop.attribute(net, b, lay, opts.get("method", "ga"), b["labels"] if opts.get("gold") else None,
                                       opts.get("regression", False), opts.get("m", 20),
                                       first_pass=opts.get("first_pass", "eval"))
             if compile:
-                drawn = addrop.layer_masks(scores, lay, am, 0.5, 0.5, opts.get("low", False), compile)
+                drawn = addrop.layer_masks(scores, lay, am, 0.5, q, opts.get("low", False), compile)
             else:
-                drawn = [addrop.drop_mask(scores[l], am, 0.5, 0.5, opts.get("low", False)) for l in lay]
+                drawn = [addrop.drop_mask(scores[l], am, 0.5, q, opts.get("low", False)) for l in lay]
             for l, M in zip(lay, drawn):
                 masks[l] = M
         logits, _ = net(b["input_ids"], am, b["token_type_ids"], masks)
@@ -214,7 +216,7 @@ def test_addrop_step_is_its_pieces_composed(options):
     want_loss, want = composed(options, layers)
     net.train()
     torch.manual_seed(0)
-    got_loss, got = addrop.addrop_step(net, b, layers, 0.5, 0.5, loss, compile=compile, **options)
+    got_loss, got = addrop.addrop_step(net, b, layers, 0.5, q, loss, compile=compile, **options)
     for l in range(3):
         assert (got[l] is None) == (want[l] is None) and (want[l] is None or torch.equal(got[l], want[l])), l
     assert abs(got_loss.item() - want_loss.item()) <= 1e-12 * max(1.0, abs(want_loss.item()))
