@@ -1057,7 +1057,10 @@ def test_real_conll_lengths_and_words_cut(minilm_dir):
         ex = data.load_split("conll2003", split, REAL_GLUE)
         enc, labels = data.encode(long_tok, ex)
         assert max(len(ids) for ids, _ in enc) == longest and data.words_cut(ex, labels) == (0, 0)
-        assert data.words_cut(ex, data.encode(tok, ex)[1]) == cut
+        # derived apart from words_cut: a word is cut at 128 when its first sub-token, untruncated, is at
+        # position 127 or later ([CLS] at 0, then 126 sub-tokens, then [SEP])
+        lost = [sum(i >= 127 for i, y in enumerate(row) if y != data.IGNORE) for row in labels]
+        assert data.words_cut(ex, data.encode(tok, ex)[1]) == (sum(lost), sum(k > 0 for k in lost)) == cut
 
 
 def test_write_conll_predictions_round_trip(tmp_path):
