@@ -264,7 +264,11 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     elif sync_free(scores.device):
         # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read
         b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T)
-        thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
+        if torch.compiler.is_compiling() and COMPILED_THRESHOLD == "sort-max":  # b^[idx] as the largest entry at idx
+            at = torch.arange(T, device=scores.device) == idx.view(B, 1, 1, 1)
+            thr = b_hat.masked_fill(~at, float("-inf")).amax(-1, keepdim=True)
+        else:
+            thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
         thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
     else:
         thr = _select_threshold(scores, real, n, idx)  # the same b^[idx], by selection: 2.5x faster on a CPU
@@ -292,7 +296,7 @@ def _select_threshold(scores, real, n, idx):
 # How drop_mask finds b^[idx] inside a compiled graph (train.py --compile): "bisect" (_bisect_threshold) or
 # "sort" (the sort and gather that drop_mask reads as Eq. 6). Both give the same b^[idx]; studies/bench.py
 # --compiled-threshold times one against the other.
-COMPILED_THRESHOLD = "bisect"
+COMPILED_THRESHOLD = "sort-max"
 
 
 def _bisect_threshold(scores, real, n, idx):
