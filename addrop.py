@@ -259,16 +259,10 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped, no coin flips are drawn
         return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
     idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    if torch.compiler.is_compiling() and COMPILED_THRESHOLD == "bisect":
-        thr = _bisect_threshold(scores, real, n, idx)  # the same b^[idx], with no sort: one fused kernel on a GPU
-    elif sync_free(scores.device):
+    if sync_free(scores.device):
         # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read
         b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T)
-        if torch.compiler.is_compiling() and COMPILED_THRESHOLD == "sort-max":  # b^[idx] as the largest entry at idx
-            at = torch.arange(T, device=scores.device) == idx.view(B, 1, 1, 1)
-            thr = b_hat.masked_fill(~at, float("-inf")).amax(-1, keepdim=True)
-        else:
-            thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
+        thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
         thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
     else:
         thr = _select_threshold(scores, real, n, idx)  # the same b^[idx], by selection: 2.5x faster on a CPU
@@ -291,34 +285,6 @@ def _select_threshold(scores, real, n, idx):
     bias = torch.zeros(B, 1, 1, T, dtype=scores.dtype, device=scores.device)
     bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
     return (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # +inf where count = 0
-
-
-# How drop_mask finds b^[idx] inside a compiled graph (train.py --compile): "bisect" (_bisect_threshold) or
-# "sort" (the sort and gather that drop_mask reads as Eq. 6). Both give the same b^[idx]; studies/bench.py
-# --compiled-threshold times one against the other.
-COMPILED_THRESHOLD = "sort-max"
-
-
-def _bisect_threshold(scores, real, n, idx):
-    """drop_mask's b^[idx] (B, H, T, 1) inside a compiled graph, found with no sort: the least score that
-    has at least idx + 1 real scores at or below it, by 32 halvings of the range of float32's bit patterns.
-    Each halving counts the keys of a row at or below the middle: a reduction over the row, like softmax's,
-    and inductor fuses all 32 of them, the coin flips and the guard into one kernel, where the sort is a
-    kernel of its own. The bits, as int32, order as the floats do once -0.0 is made 0.0 and the magnitude
-    bits of the negatives are flipped. Per-key work is in int32 (a GPU's int64 takes two instructions);
-    only the bounds lo, hi are int64, so that lo + hi cannot overflow. idx = n: +inf, no candidates."""
-    B, H, T, _ = scores.size()
-    bits = torch.where(scores == 0, 0.0, scores.float()).view(torch.int32)  # -0.0 has bits of its own
-    key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)  # a < b as floats exactly when key(a) < key(b)
-    need = (idx + 1).view(B, 1, 1, 1)
-    lo = torch.full((B, H, T, 1), -2**31, dtype=torch.long, device=scores.device)
-    hi = torch.full_like(lo, 2**31 - 1)
-    for _ in range(32):  # lo <= key(b^[idx]) <= hi throughout; 2^32 keys, so lo = hi after 32 halvings
-        mid = (lo + hi) >> 1
-        enough = ((key <= mid.int()) & real).sum(-1, keepdim=True, dtype=torch.int32) >= need
-        lo, hi = torch.where(enough, lo, mid + 1), torch.where(enough, mid, hi)
-    thr = torch.where(lo < 0, lo ^ 0x7FFFFFFF, lo).int().view(torch.float32)  # the key turned back into a float
-    return thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))
 
 
 def _real_rows(drop, attention_mask):

@@ -97,9 +97,6 @@ def parse_args(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="also time the steps compiled (train.py --compile: torch.compile, CUDA graphs on a GPU), each "
                          "beside its eager row, and Hugging Face's sdpa step compiled the same way")
-    ap.add_argument("--sort-too", action="store_true",
-                    help="with --compile, also time each compiled AD-DROP step and the masks with b^[idx] found by the "
-                         "sort (NAME/sort+c) beside bisection (addrop.COMPILED_THRESHOLD, what train.py runs), in the same rounds")
     ap.add_argument("--methods", default=None, help="time only these, comma-separated (plain always runs): "
                     + ", ".join(METHODS))
     ap.add_argument("--data-dir", default=None,
@@ -227,16 +224,6 @@ def masks_only(b, scores, kind, compile=None):
             mask(S, b["attention_mask"], P, Q)
         else:
             rd(b["attention_mask"], S.size(1), P, Q)
-
-
-def sorting(step):
-    """step with the masks' b^[idx] found by the sort inside compiled graphs (addrop.COMPILED_THRESHOLD) for
-    this call: dynamo guards on that name, so each way's graph compiles once and is then picked by it."""
-    old, addrop.COMPILED_THRESHOLD = addrop.COMPILED_THRESHOLD, "sort"
-    try:
-        step()
-    finally:
-        addrop.COMPILED_THRESHOLD = old
 
 
 def hf_step(net, opt, b):
@@ -370,9 +357,6 @@ def build(args):
                                       spec and settings.parse_layers(spec, L), "inductor")
         steps["drop_mask+c"] = partial(masks_only, batch, scores, "drop_mask", "inductor")
         steps["drop_mask/layer+c"] = partial(masks_only, batch, scores, "drop_mask/layer", "inductor")
-        if args.sort_too:
-            for n in [n for n in steps if n.endswith("+c") and n not in ("plain+c", "drop_mask/layer+c")]:
-                steps[n.removesuffix("+c") + "/sort+c"] = partial(sorting, steps[n])
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
@@ -544,24 +528,6 @@ def print_methods(rows, med, ratio, L, device):
               f"{med['drop_mask/layer+c']:.2f} ms, {ratio['drop_mask/layer+c']:.2f}")
 
 
-
-def print_sort_too(med, ratios):
-    """--sort-too: each compiled step whose masks find b^[idx] by bisection (what train.py runs) beside the same
-    step by the sort, ms and x a compiled plain step (median and the rounds' spread). Returns them by name."""
-    out = {}
-    for n in [n for n in med if n.endswith("/sort+c")]:
-        m = n.replace("/sort", "")
-        out[m] = {way: {"ms": med[k], "x_plain": statistics.median(ratios[k]), "rounds": [min(ratios[k]), max(ratios[k])]}
-                  for way, k in ((addrop.COMPILED_THRESHOLD, m), ("sort", n))}
-    if out:
-        print(f"b^[idx] found by {addrop.COMPILED_THRESHOLD} (addrop.COMPILED_THRESHOLD) against the sort, compiled, "
-              "ms and x a compiled plain step (median, rounds):")
-    for m, ways in out.items():
-        print(f"  {m:12} " + " | ".join(f"{way} {r['ms']:.2f} ms, {r['x_plain']:.2f} ({r['rounds'][0]:.2f}-{r['rounds'][1]:.2f})"
-                                         for way, r in ways.items()))
-    return out
-
-
 def print_hf(args, rows, hf, med, ratio, mib, times):
     """Our plain step against Hugging Face's, and each method against HF's eager plain step (added to rows).
     Returns the figures for the JSON by step name."""
@@ -627,10 +593,9 @@ def benchmark(args):
           "MFU: those FLOPs per second over the peak, for every method (what it adds is not counted as useful)")
     med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
-    sort_too = print_sort_too(med, ratios)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
               "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},
-              "methods": rows, "compiled_threshold": addrop.COMPILED_THRESHOLD, "sort_too": sort_too, "hf": {}, "data": None}
+              "methods": rows, "hf": {}, "data": None}
     result["hf"] = print_hf(args, rows, hf, med, ratio, mib, times)
     result["data"] = print_data(args, weights, B, T, med)
     if args.json:

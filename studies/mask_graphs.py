@@ -5,19 +5,18 @@ half padding; p = 0.7, q = 0.1, the RTE setting). Every way but the first builds
 graph, the layers' scores joined into one batch as addrop.layer_masks joins them (train.py --compile):
 
     python studies/mask_graphs.py                  # every way below, in one process
-    python studies/mask_graphs.py --ways layer_masks,sort     # only those (a GPU session runs each way in
+    python studies/mask_graphs.py --ways layer_masks,bisect   # only those (a GPU session runs each way in
                                                    # a process of its own, under a time limit: see WAYS)
 
-WAYS: per-layer, a compiled graph per layer (the way before layer_masks); layer_masks, what train.py --compile
-runs (addrop.layer_masks, which finds b^[idx] as addrop.COMPILED_THRESHOLD says: by bisection); sort, each row
-sorted and b^[idx] gathered (drop_mask's Eq. 6 as written, train.py's compiled way until 2026-11-27); sort-max,
-b^[idx] read as the largest entry at idx (the sorted rows need not be stored); bisect, no sort: b^[idx] found
-by 32 halvings of the floats' bits (addrop._bisect_threshold); count, no sort: a key is a candidate when at
-least int(n (1 - p)) + 1 real keys score at most its score. The last four are each compiled alone first and
-checked equal to the sort's candidates on every real pair.
+WAYS: per-layer, a compiled graph per layer (the way before layer_masks); layer_masks, what train.py runs
+(each row sorted, b^[idx] gathered); sort-max, b^[idx] read as the largest entry at idx (the sorted rows need
+not be stored); bisect, no sort: b^[idx] found by 32 halvings of the floats' bits; count, no sort: a key is a
+candidate when at least int(n (1 - p)) + 1 real keys score at most its score. The last four are each compiled
+alone first and checked equal to the sort's candidates on every real pair.
 
-Needs a CUDA GPU (--device cpu runs it in miniature). RESULTS.md (Compiled and sync-free) gives what a GPU
-printed, and what did not compile in time.
+Needs a CUDA GPU (--device cpu runs it in miniature). RESULTS.md (Compiled and sync-free; Other ways to find
+b^[idx]) gives what GPUs printed: on two H200s bisect took 1.16x the sort, and sort-max, which inductor fuses
+into one kernel, 0.96x, so layer_masks keeps the sort.
 """
 import argparse, functools, re, statistics, sys, time, torch
 from pathlib import Path
@@ -41,6 +40,23 @@ def thr_sort_max(s, real, n, idx):  # b^[idx] as the largest entry at idx of the
     b_hat = s.masked_fill(~real, float("inf")).sort(-1).values
     thr = b_hat.masked_fill(torch.arange(s.size(-1), device=s.device) != idx.view(-1, 1, 1, 1), float("-inf"))
     return thr.amax(-1, keepdim=True).masked_fill((idx == n).view(-1, 1, 1, 1), float("inf"))
+
+
+def cand_bisect(s, real, n, idx):  # no sort: b^[idx] found by 32 halvings of the range of the floats' bits
+    # The scores' bits as int32 that order as the floats do (-0 made 0, negatives' magnitude bits flipped);
+    # b^[idx] is the least key t with at least idx + 1 real keys at or below it. Compiled, the 32 counts of a
+    # row are reductions over the same row, like softmax's two, that inductor can fuse: every per-key
+    # operation is on int32 (a GPU's int64 takes two), and only the row's bounds lo, hi are int64.
+    bits = torch.where(s == 0, torch.zeros_like(s), s).float().view(torch.int32)
+    key = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+    need = (idx + 1).view(-1, 1, 1, 1)
+    lo = torch.full(s.shape[:-1] + (1,), -2**31, dtype=torch.long, device=s.device)
+    hi = torch.full_like(lo, 2**31 - 1)
+    for _ in range(32):
+        mid = (lo + hi) >> 1  # within int32's range, as lo and hi are
+        enough = ((key <= mid.int()) & real).sum(-1, keepdim=True, dtype=torch.int32) >= need
+        lo, hi = torch.where(enough, lo, mid + 1), torch.where(enough, mid, hi)
+    return key >= lo  # the candidates (idx = n: none real, as lo ends at 2^31 - 1, NaN's bits, above every real key)
 
 
 def cand_count(s, real, n, idx):  # no threshold, no sort: the candidates of Eq. 6 by counting, ties included
@@ -82,9 +98,9 @@ def launches(code):
     return f"its graph runs {len(calls) - len(library)} generated kernels and the library calls {', '.join(library) or 'none'}"
 
 
-CANDIDATES = {"sort": lambda s, *a: s >= thr_sort(s, *a), "sort-max": lambda s, *a: s >= thr_sort_max(s, *a),
-              "bisect": lambda s, *a: s >= addrop._bisect_threshold(s, *a), "count": cand_count}
-WAYS = ("per-layer", "layer_masks") + tuple(CANDIDATES)
+CANDIDATES = {"layer_masks": lambda s, *a: s >= thr_sort(s, *a), "sort-max": lambda s, *a: s >= thr_sort_max(s, *a),
+              "bisect": cand_bisect, "count": cand_count}
+WAYS = ("per-layer",) + tuple(CANDIDATES)
 
 
 def joined(cand, scores, attention_mask):  # addrop.layer_masks with the candidates of cand: the layers'
@@ -126,8 +142,7 @@ def main(argv=None):
     am = torch.ones(B, T, dtype=torch.long, device=dev)
     am[: B // 4, T // 2:] = 0
     scores = [torch.randn(B, H, T, T, device=dev) for _ in range(L)]
-    print(f"{L} layers of ({B}, {H}, {T}, {T}) scores, p = {P}, q = {Q}, {dev}, torch {torch.__version__}; "
-          f"layer_masks finds b^[idx] by {addrop.COMPILED_THRESHOLD} (addrop.COMPILED_THRESHOLD)", flush=True)
+    print(f"{L} layers of ({B}, {H}, {T}, {T}) scores, p = {P}, q = {Q}, {dev}, torch {torch.__version__}", flush=True)
     real, n = am.bool()[:, None, None, :], am.sum(-1)
     idx = n * KEEP // 10**6
     pairs = am.bool()[:, None, :, None] & real  # (B, 1, T, T) real pairs, where candidates are compared
