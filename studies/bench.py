@@ -26,6 +26,11 @@ add to it), so "floor here" counts the same extra forwards at the F measured on 
 "+ masks" adds what building the masks costs here, timed alone (for drop_mask mostly its kthvalue).
 Cross-tuning halves the extra over a run: (1 + r) / 2, e.g. 1.33 for GA.
 
+--parts times the pieces of each GA and AA step apart, in the same rounds: the attribution (steps 1-2), the
+masks (step 3, from scores at hand) and the masked step (step 4 with the backward and AdamW); what the whole
+step takes beyond their sum is printed as the rest (on a GPU, where the 0.3 of a compiled plain step beyond the
+floor goes: RESULTS.md, Other ways to find b^[idx]).
+
 Last, the data pipeline: examples per second of tokenising and of batching RTE's (else SST-2's) training
 set, beside a training step's. --json PATH writes every figure as JSON as well; the tables are printed
 either way.
@@ -97,6 +102,10 @@ def parse_args(argv=None):
     ap.add_argument("--compile", action="store_true",
                     help="also time the steps compiled (train.py --compile: torch.compile, CUDA graphs on a GPU), each "
                          "beside its eager row, and Hugging Face's sdpa step compiled the same way")
+    ap.add_argument("--parts", action="store_true",
+                    help="also time the parts of each GA and AA step apart, in the same rounds: the attribution "
+                         "(NAME:attribution) and the masked step with all layers' masks (masked-all), beside the masks "
+                         "alone: where an AD-DROP step's time goes beyond a plain step's")
     ap.add_argument("--methods", default=None, help="time only these, comma-separated (plain always runs): "
                     + ", ".join(METHODS))
     ap.add_argument("--data-dir", default=None,
@@ -194,10 +203,25 @@ def our_step(net, opt, b, attribution, layers, compile=None):
         masks = addrop.addrop_masks(net, b, layers, P, Q, attribution, m=M_IG, compile=compile)
         count = addrop.whole_graph(addrop.dropped_fraction, compile)
         count(masks, b["attention_mask"])
+    masked_step(net, opt, b, masks)
+
+
+def masked_step(net, opt, b, masks, compile=None):
+    """Step 4 and the update: the forward with the masks given (None: a plain step), cross-entropy, backward,
+    AdamW, zero_grad. compile: as in our_step, which calls it after building its masks."""
+    if compile:
+        torch.compiler.cudagraph_mark_step_begin()
     logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
     F.cross_entropy(logits, b["labels"]).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
+
+
+def attribution_only(net, b, attribution, layers, compile=None):
+    """Steps 1-2 alone: the first pass and the attribution of an AD-DROP step, scores left unused."""
+    if compile:
+        torch.compiler.cudagraph_mark_step_begin()
+    addrop.attribute(net, b, layers, attribution, m=M_IG)
 
 
 @torch.no_grad()
@@ -346,6 +370,13 @@ def build(args):
         steps[n] = partial(our_step, net, opt, batch, attribution, spec and settings.parse_layers(spec, L))
     steps["forward"] = partial(forward, net, batch)  # F itself, to turn the floor's count of F into a ratio here
     scores = list(addrop.attribute(net, batch, range(L), "aa").values())  # any (B, H, T, T) scores will do
+    parts = [n for n in names if args.parts and METHODS[n][0] in ("ga", "aa")]
+    all_masks = addrop.addrop_masks(net, batch, range(L), P, Q, "aa")  # any masks of every layer will do
+    for n in parts:
+        steps[n + ":attribution"] = partial(attribution_only, net, batch, METHODS[n][0],
+                                            settings.parse_layers(METHODS[n][1], L))
+    if parts:
+        steps["masked-all"] = partial(masked_step, net, opt, batch, all_masks)
     steps.update({k: partial(masks_only, batch, scores, k) for k in MASKS})
     if args.compile:  # a copy of the model, compiled as train.py --compile compiles it, beside the eager one
         net_c = copy.deepcopy(net)
@@ -355,6 +386,11 @@ def build(args):
             attribution, spec, _ = METHODS[n]
             steps[n + "+c"] = partial(our_step, net_c, opt_c, batch, attribution,
                                       spec and settings.parse_layers(spec, L), "inductor")
+        for n in parts:
+            steps[n + ":attribution+c"] = partial(attribution_only, net_c, batch, METHODS[n][0],
+                                                  settings.parse_layers(METHODS[n][1], L), "inductor")
+        if parts:
+            steps["masked-all+c"] = partial(masked_step, net_c, opt_c, batch, all_masks, "inductor")
         steps["drop_mask+c"] = partial(masks_only, batch, scores, "drop_mask", "inductor")
         steps["drop_mask/layer+c"] = partial(masks_only, batch, scores, "drop_mask/layer", "inductor")
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
@@ -528,6 +564,28 @@ def print_methods(rows, med, ratio, L, device):
               f"{med['drop_mask/layer+c']:.2f} ms, {ratio['drop_mask/layer+c']:.2f}")
 
 
+def print_parts(names, L, med, ratio):
+    """--parts: each GA and AA step (eager and compiled) as the sum of its parts, each timed apart and given as x
+    the plain step of its kind (medians over the rounds): the attribution, the masks from scores at hand, the
+    masked step with every layer's masks; the rest is what the whole step takes beyond those (the seams between
+    graphs, the count of dropped positions). Returns them by step name."""
+    out = {}
+    for n in [n for n in med if n.endswith(":attribution") or n.endswith(":attribution+c")]:
+        c = "+c" if n.endswith("+c") else ""
+        whole = n.replace(":attribution", "")
+        base = whole.removesuffix("+c")
+        share = 1 if METHODS[base][1] == "all" else 1 / L  # the masks of one layer for ga-first
+        part = {"attribution": ratio[n], "masks": ratio["drop_mask" + c] * share, "masked step": ratio["masked-all" + c]}
+        out[whole] = {"x_plain": ratio[whole], "ms": med[whole], **part, "rest": ratio[whole] - sum(part.values())}
+    if out:
+        print("\nparts, each timed apart, x the plain step of its kind (medians over the rounds; the masked step with "
+              "every layer's masks, the rest what the whole step takes beyond its parts):")
+    for n, r in out.items():
+        print(f"  {n:10} {r['x_plain']:.2f} ({r['ms']:.1f} ms) = attribution {r['attribution']:.2f} + masks "
+              f"{r['masks']:.2f} + masked step {r['masked step']:.2f} + the rest {r['rest']:+.2f}")
+    return out
+
+
 def print_hf(args, rows, hf, med, ratio, mib, times):
     """Our plain step against Hugging Face's, and each method against HF's eager plain step (added to rows).
     Returns the figures for the JSON by step name."""
@@ -593,9 +651,10 @@ def benchmark(args):
           "MFU: those FLOPs per second over the peak, for every method (what it adds is not counted as useful)")
     med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
+    parts = print_parts(names, L, med, ratio)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
               "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},
-              "methods": rows, "hf": {}, "data": None}
+              "methods": rows, "parts": parts, "hf": {}, "data": None}
     result["hf"] = print_hf(args, rows, hf, med, ratio, mib, times)
     result["data"] = print_data(args, weights, B, T, med)
     if args.json:

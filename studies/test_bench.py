@@ -86,7 +86,7 @@ def test_the_script_runs_from_the_repository_root(tiny, tmp_path, methods):
     out = tmp_path / "bench.json"
     cmd = [sys.executable, "studies/bench.py", "--steps", "1", "--warmup", "0", "--skip-iga", "--no-hf",
            "--batch-size", "2", "--seq-len", "8", "--threads", "1", "--data-dir", str(tiny / "glue"), "--json", str(out)]
-    cmd += ["--methods", methods] if methods else []
+    cmd += ["--methods", methods, "--parts"] if methods else []
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
@@ -94,6 +94,9 @@ def test_the_script_runs_from_the_repository_root(tiny, tmp_path, methods):
     assert set(result["methods"]) == ({"plain", methods} if methods else {"plain", "ga-first", "ga-all", "aa-all", "rd-all"})
     assert all(math.isfinite(m["ratio"]) and m["ratio"] > 0 for m in result["methods"].values())
     assert result["data"]["examples"] == 8 and result["data"]["task"] == "rte"
+    assert set(result["parts"]) == ({methods} if methods else set())  # --parts: the method's parts, each timed
+    for r in result["parts"].values():
+        assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("attribution", "masks", "masked step")), r
 
 
 @pytest.mark.parametrize("argv, message", [(["--methods", "ga-all,gaa"], "--methods: unknown gaa; choose from plain"),
@@ -117,6 +120,25 @@ def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
     times, _, ratios = bench.time_rounds(args, steps, "cpu")
     assert ratios["ga-all"] == [2.0] * 3 and ratios["plain+c"] == [0.5] * 3 and ratios["ga-all+c"] == [1.5] * 3
     assert [bench.neighbour(n) for n in seconds] == ["plain", "plain", "plain", "plain+c"]
+
+
+def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
+    """--parts: with fixed times per step, each part is its own step's ratio to the plain step of its kind, the
+    masks of ga-first one layer's share (1/L) of all layers' masks, and the rest the whole step less its parts:
+    ga-first 1.6 = 0.5 + 0.12 / 6 + 1.0 + 0.08; ga-all+c 2.0 = 0.5 + 0.1 + 1.0 + 0.4 (each over plain+c's 0.5)."""
+    seconds = {"plain": 1.0, "plain+c": 0.5, "ga-first": 1.6, "ga-first:attribution": 0.5, "masked-all": 1.0,
+               "drop_mask": 0.12, "ga-all+c": 1.0, "ga-all:attribution+c": 0.25, "masked-all+c": 0.5, "drop_mask+c": 0.05}
+    monkeypatch.setattr(bench, "timed", lambda step, device: (seconds[step], None))
+    args = type("Args", (), {"warmup": 0, "steps": 3, "iga_steps": 0})()
+    times, _, ratios = bench.time_rounds(args, {n: n for n in seconds}, "cpu")
+    med = {n: 1e3 * t[0] for n, t in times.items()}
+    ratio = {n: r[0] if r else 1.0 for n, r in ratios.items()}
+    parts = bench.print_parts(["plain", "ga-first", "ga-all"], 6, med, ratio)
+    assert set(parts) == {"ga-first", "ga-all+c"}
+    for name, want in (("ga-first", (1.6, 0.5, 0.02, 1.0, 0.08)), ("ga-all+c", (2.0, 0.5, 0.1, 1.0, 0.4))):
+        got = [parts[name][k] for k in ("x_plain", "attribution", "masks", "masked step", "rest")]
+        assert got == pytest.approx(want, abs=1e-9), (name, got)
+    assert "ga-all+c   2.00 (1000.0 ms) = attribution 0.50 + masks 0.10 + masked step 1.00 + the rest +0.40" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("p", [0.0, 0.3, 0.7, 1.0])
