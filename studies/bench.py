@@ -225,8 +225,11 @@ def attribution_only(net, b, attribution, layers, compile=None):
 
 
 @torch.no_grad()
-def forward(net, b):
-    """F: one forward in eval mode without a graph, the unit of the floor."""
+def forward(net, b, compile=None):
+    """F: one forward in eval mode without a graph, the unit of the floor (compile: of a compiled model, as in
+    our_step)."""
+    if compile:
+        torch.compiler.cudagraph_mark_step_begin()
     net.eval()
     net(b["input_ids"], b["attention_mask"], b["token_type_ids"])
     net.train()
@@ -391,7 +394,9 @@ def build(args):
                                                   settings.parse_layers(METHODS[n][1], L), "inductor")
         if parts:
             steps["masked-all+c"] = partial(masked_step, net_c, opt_c, batch, all_masks, "inductor")
+        steps["forward+c"] = partial(forward, net_c, batch, "inductor")  # the floor of a compiled step counts these
         steps["drop_mask+c"] = partial(masks_only, batch, scores, "drop_mask", "inductor")
+        steps["random_mask+c"] = partial(masks_only, batch, scores, "random_mask", "inductor")
         steps["drop_mask/layer+c"] = partial(masks_only, batch, scores, "drop_mask/layer", "inductor")
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
@@ -503,14 +508,16 @@ def summarise(names, L, times, mems, ratios, syncs, mfu):
     ratio = {n: statistics.median(rs) if rs else 1.0 for n, rs in ratios.items()}  # over the neighbour
     spread = {n: (min(rs), max(rs)) if rs else (1.0, 1.0) for n, rs in ratios.items()}  # over the rounds
     mib = {n: None if None in ms else max(ms) / 2**20 for n, ms in mems.items()}
-    F_here = ratio["forward"]  # one forward as a fraction of a plain step, on this machine
     rows = {}
     for n in [n for n in times if n.removesuffix("+c") in names]:
-        base, plain = n.removesuffix("+c"), "plain" + n[len(n.removesuffix("+c")):]  # plain or plain+c
+        base = n.removesuffix("+c")
+        c = n[len(base):]  # "" or "+c": a compiled step's floor counts compiled forwards and masks
+        plain = "plain" + c
+        F_here = ratio["forward" + c]  # one forward as a fraction of a plain step of its kind, on this machine
         extra, tgt = extra_and_target(base, L)
         attribution, spec, paper = METHODS[base]
-        masks = 0.0 if attribution is None else (ratio["random_mask"] if attribution == "rd" else
-                                                 ratio["drop_mask"] * (1 if spec == "first" else L) / L)
+        masks = 0.0 if attribution is None else (ratio["random_mask" + c] if attribution == "rd" else
+                                                 ratio["drop_mask" + c] * (1 if spec == "first" else L) / L)
         rows[n] = {"ms": med[n], "steps": len(times[n]), "ratio": ratio[n], "range": spread[n], "peak_MiB": mib[n], "target": tgt,
                    "paper": paper, "floor": 1 + extra / 3, "floor_here": 1 + extra * F_here,
                    "floor_here_masks": 1 + extra * F_here + masks, "x_plain": ratio[n] if n != plain else 1.0,
@@ -531,14 +538,15 @@ def print_methods(rows, med, ratio, L, device):
           f"and its lowest and highest round: how much the machine moved it;\n"
           f"per AD-DROP step: with cross-tuning a run costs (1 + ratio) / 2.\n"
           f"floor: 1 + (extra forwards) / 3, the paper-style count with a plain step = 3F; floor here: the same extra\n"
-          f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here;\n"
+          f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here"
+          + (f" (compiled: F = {med['forward+c']:.1f} ms, {1 / ratio['forward+c']:.1f}F)" if "forward+c" in med else "") + ";\n"
           f"+ masks: that plus building the method's masks (Eq. 6-7) from scores at hand, timed alone.\n"
           "peak MiB: " + ("torch.cuda.max_memory_allocated during the step, above what is held between steps"
                           if device.type == "cuda" else "the process's peak RSS during the step above its RSS before it"
                           " (CPU; whole process, coarse)"))
     if any(n.endswith("+c") for n in rows):
         print("NAME+c: the same step compiled (train.py --compile); its ratio and target are against the compiled "
-              "plain step")
+              "plain step, and its floors count compiled forwards and masks")
     gpu = device.type == "cuda"
     print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'rounds':>11} | {'peak MiB':>8} | {'target':>6} | "
           f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | {'+ masks':>7} | vs target"
@@ -653,7 +661,7 @@ def benchmark(args):
     print_methods(rows, med, ratio, L, device)
     parts = print_parts(names, L, med, ratio)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
-              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},
+              "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "forward_c_ms": med.get("forward+c"), "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},
               "methods": rows, "parts": parts, "hf": {}, "data": None}
     result["hf"] = print_hf(args, rows, hf, med, ratio, mib, times)
     result["data"] = print_data(args, weights, B, T, med)

@@ -141,6 +141,24 @@ def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
     assert "ga-all+c   2.00 (1000.0 ms) = attribution 0.50 + masks 0.10 + masked step 1.00 + the rest +0.40" in capsys.readouterr().out
 
 
+def test_a_compiled_steps_floor_counts_compiled_forwards_and_masks(monkeypatch):
+    """summarise: an eager step's floor here counts the eager F and masks, each over the eager plain step (F 0.25,
+    masks 0.1: GA all 1 + 2 x 0.25 = 1.5, + masks 1.6); a compiled step's counts the compiled ones over the compiled
+    plain step (F 0.2 / 0.5 = 0.4, masks 0.1 / 0.5 = 0.2: 1.8 and 2.0), not the eager ones (the eager F of a GPU is
+    a smaller share of its slower plain step). RD's masks likewise: random_mask 0.05 and random_mask+c 0.05 / 0.5."""
+    seconds = {"plain": 1.0, "plain+c": 0.5, "ga-all": 1.7, "ga-all+c": 1.0, "rd-all": 1.1, "rd-all+c": 0.6,
+               "forward": 0.25, "forward+c": 0.2, "drop_mask": 0.1, "drop_mask+c": 0.1, "random_mask": 0.05,
+               "random_mask+c": 0.05}
+    monkeypatch.setattr(bench, "timed", lambda step, device: (seconds[step], None))
+    args = type("Args", (), {"warmup": 0, "steps": 2, "iga_steps": 0})()
+    times, mems, ratios = bench.time_rounds(args, {n: n for n in seconds}, "cpu")
+    _, _, _, rows = bench.summarise(["plain", "ga-all", "rd-all"], 12, times, mems, ratios, {}, {})
+    want = {"ga-all": (1.5, 1.6), "ga-all+c": (1.8, 2.0), "rd-all": (1.0, 1.05), "rd-all+c": (1.0, 1.1)}
+    for n, (floor, with_masks) in want.items():
+        got = (rows[n]["floor_here"], rows[n]["floor_here_masks"])
+        assert got == pytest.approx((floor, with_masks), abs=1e-9), (n, got)
+
+
 @pytest.mark.parametrize("p", [0.0, 0.3, 0.7, 1.0])
 def test_mask_graphs_candidates_found_other_ways_equal_the_sorts(p):
     """mask_graphs.py times Eq. 6's candidates found other ways: b^[idx] read without a gather, and with no
