@@ -374,7 +374,7 @@ def build(args):
     steps["forward"] = partial(forward, net, batch)  # F itself, to turn the floor's count of F into a ratio here
     scores = list(addrop.attribute(net, batch, range(L), "aa").values())  # any (B, H, T, T) scores will do
     parts = [n for n in names if args.parts and METHODS[n][0] in ("ga", "aa")]
-    all_masks = addrop.addrop_masks(net, batch, range(L), P, Q, "aa")  # any masks of every layer will do
+    all_masks = addrop.addrop_masks(net, batch, range(L), P, Q, "aa") if parts else None  # any masks of every layer
     for n in parts:
         steps[n + ":attribution"] = partial(attribution_only, net, batch, METHODS[n][0],
                                             settings.parse_layers(METHODS[n][1], L))
@@ -572,7 +572,7 @@ def print_methods(rows, med, ratio, L, device):
               f"{med['drop_mask/layer+c']:.2f} ms, {ratio['drop_mask/layer+c']:.2f}")
 
 
-def print_parts(names, L, med, ratio):
+def print_parts(L, med, ratio):
     """--parts: each GA and AA step (eager and compiled) as the sum of its parts, each timed apart and given as x
     the plain step of its kind (medians over the rounds): the attribution, the masks from scores at hand, the
     masked step with every layer's masks; the rest is what the whole step takes beyond those (the seams between
@@ -659,7 +659,7 @@ def benchmark(args):
           "MFU: those FLOPs per second over the peak, for every method (what it adds is not counted as useful)")
     med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
-    parts = print_parts(names, L, med, ratio)
+    parts = print_parts(L, med, ratio)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
               "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "forward_c_ms": med.get("forward+c"), "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},
               "methods": rows, "parts": parts, "hf": {}, "data": None}
