@@ -39,8 +39,6 @@ either way.
 import argparse
 import copy
 import json
-import math
-import warnings
 import os
 import statistics
 import sys
@@ -64,6 +62,8 @@ import addrop
 from support import checkpoint
 import data
 import model as modeling
+from bf16_masks import bf16_masks  # --bf16-masks (bf16_masks.py)
+from timing import host_syncs, matmul_peak, model_flops, neighbour, time_rounds  # how it measures (timing.py)
 from support import settings
 import train
 
@@ -149,35 +149,6 @@ def parse_args(argv=None):
     except data.DataError as e:
         ap.error(str(e))
     return args
-
-
-def sync(device):
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def mem_start(device):
-    """Reset the peak and return the bytes held now: torch's CUDA allocator, or on CPU the process's RSS,
-    its high-water mark reset through /proc (Linux; None elsewhere)."""
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return torch.cuda.memory_allocated(device)
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # 5: reset VmHWM, the peak RSS
-        return _proc_status("VmRSS")
-    except OSError:
-        return None
-
-
-def mem_peak(device, start):
-    """Peak bytes above `start` since mem_start."""
-    if start is not None:
-        return (torch.cuda.max_memory_allocated(device) if device.type == "cuda" else _proc_status("VmHWM")) - start
-
-
-def _proc_status(key):
-    line = next(l for l in Path("/proc/self/status").read_text().splitlines() if l.startswith(key + ":"))
-    return int(line.split()[1]) * 1024  # kB -> bytes
 
 
 def make_batch(cfg, B, T, device, seed):
@@ -300,49 +271,6 @@ def data_throughput(args, weights, max_len):
     return None
 
 
-def bf16_masks(args, batches=4):
-    """How far --dtype bf16 moves AD-DROP's masks. On real RTE dev batches (16 x up to 128 tokens) and the
-    installed MiniLM, GA scores of all layers are taken once in float32 and once under bf16 autocast (as
-    train.py does under --dtype bf16), and compared through what they decide: the candidate regions of Eq. 6
-    (p = 0.7, q = 1), the dropped positions of Eq. 7 (q = 0.1, the same coin flips for both), and the pseudo
-    labels. Agreement is the intersection over the union of the two sets of (example, head, query, key).
-    A fresh head's logits are nearly tied, so bf16 rounding flips many pseudo labels there: pass a
-    fine-tuned --checkpoint for the figure that holds in an AD-DROP epoch (which follows a plain one)."""
-    device = settings.pick_device(args.device, 0)
-    torch.manual_seed(args.seed)  # the fresh head, when there is one
-    weights = Path(args.checkpoint) if args.checkpoint else checkpoint.default_weights_dir()
-    task = json.loads((weights / "config.json").read_text()).get("task", "rte")  # train.py writes a checkpoint's task
-    if data.get_task(task).labels is None:
-        sys.exit(f"error: --checkpoint {weights}: a {task} model is a regressor; --bf16-masks compares classifiers")
-    net = checkpoint.from_pretrained(weights, data.num_labels(task)).to(device)
-    tok = data.load_tokenizer(weights, 128)
-    dev = data.load_split(task, "dev", data.resolve_data_dir(args.data_dir))[:16 * batches]
-    layers = list(range(net.cfg.num_hidden_layers))
-    sets = {"candidates (q = 1)": [0, 0], "dropped (q = 0.1)": [0, 0]}  # name -> [intersection, union]
-    same_label = 0
-    encoded, labels = data.encode(tok, dev)
-    for b in data.batches(encoded, labels, 16, data.pad_token_id(tok)):
-        b = {k: v.to(device) for k, v in b.items()}
-        s32 = addrop.attribute(net, b, layers, "ga")
-        with torch.autocast(device.type, torch.bfloat16):
-            s16 = addrop.attribute(net, b, layers, "ga")
-            logits16 = net(b["input_ids"], b["attention_mask"], b["token_type_ids"])[0]
-        with torch.no_grad():
-            same_label += (net(b["input_ids"], b["attention_mask"], b["token_type_ids"])[0].argmax(-1)
-                           == logits16.argmax(-1)).sum().item()
-        for l in layers:
-            for name, q in (("candidates (q = 1)", 1.0), ("dropped (q = 0.1)", 0.1)):
-                m32, m16 = (addrop.drop_mask(s[l].float(), b["attention_mask"], P, q,
-                                             generator=torch.Generator(device).manual_seed(l)) for s in (s32, s16))
-                sets[name][0] += (m32 & m16).sum().item()
-                sets[name][1] += (m32 | m16).sum().item()
-    print(f"bf16 vs float32 attribution: {len(dev)} {data.get_task(task).name} dev examples, GA in all {len(layers)} layers, p={P}, "
-          f"{f'fine-tuned {weights}' if args.checkpoint else 'MiniLM with a fresh classifier head'}, {device}")
-    for name, (inter, union) in sets.items():
-        print(f"  {name:<20} agree on {inter / union:.2%} of the positions either one marks (intersection / union)")
-    print(f"  pseudo labels        {same_label} of {len(dev)} the same")
-    return {name: inter / union for name, (inter, union) in sets.items()} | {"pseudo_labels_same": same_label / len(dev)}
-
 # -----------------------------------------------------------------------------
 # the timing, step by step: build, time in rounds, summarise, print, then the data pipeline
 
@@ -405,101 +333,6 @@ def build(args):
     return device, weights, net, names, steps, hf
 
 
-def host_syncs(step, device):
-    """How many times one call of step makes the CPU wait for the GPU (.item(), int(tensor), a data-dependent
-    shape): torch.cuda.set_sync_debug_mode warns at each. None on a CPU, where nothing waits."""
-    if device.type != "cuda":
-        return None
-    step()  # once uncounted: a first call may wait for what it sets up once
-    sync(device)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.cuda.set_sync_debug_mode("warn")
-        try:
-            step()
-        finally:
-            torch.cuda.set_sync_debug_mode(0)
-    return sum("synchroniz" in str(w.message) for w in caught)
-
-
-def model_flops(net, B, T):
-    """FLOPs of one plain training step by the usual count (nanoGPT's, after PaLM's appendix B): 6 per
-    parameter and token for the matmuls forward and backward, the embeddings (looked up, not multiplied)
-    left out, and 12 L T C per token for attention's two T x T products."""
-    cfg = net.cfg
-    N = sum(w.numel() for name, w in net.named_parameters() if not name.startswith(("encoder.word", "encoder.pos",
-                                                                                    "encoder.token_type")))
-    return 6 * N * B * T + 12 * cfg.num_hidden_layers * B * T * T * cfg.hidden_size
-
-
-def matmul_peak(device, dtype):
-    """What this machine's matmuls reach, FLOP/s: the best of 5 timings of a square product (8192 on a GPU,
-    1024 on a CPU), the peak that MFU is over."""
-    n = 8192 if device.type == "cuda" else 1024
-    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    best = math.inf
-    for _ in range(6):
-        sync(device)
-        t0 = time.perf_counter()
-        for _ in range(4):
-            a @ b
-        sync(device)
-        best = min(best, (time.perf_counter() - t0) / 4)
-    return 2 * n**3 / best
-
-
-def timed(step, device):
-    """One call of step: its seconds and its peak memory above what was held before (None where unknown)."""
-    start = mem_start(device)
-    sync(device)
-    t0 = time.perf_counter()
-    step()
-    sync(device)
-    dt = time.perf_counter() - t0
-    return dt, mem_peak(device, start)
-
-
-def neighbour(n):
-    """The plain step that step n runs between and is a ratio of: the compiled plain step for a compiled
-    step (NAME+c, so that its ratio is over the plain step of its own kind, directly), the eager one else."""
-    return "plain+c" if n.endswith("+c") and n != "plain+c" else "plain"
-
-
-def time_rounds(args, steps, device):
-    """Warm-up, then --steps rounds: each step between two plain ones of its kind (neighbour), its ratio to
-    their mean. Returns name -> [seconds], [peak bytes] and [ratio], over the rounds."""
-    times, mems, ratios = ({n: [] for n in steps} for _ in range(3))
-
-    def run(n):
-        dt, peak = timed(steps[n], device)
-        times[n].append(dt)
-        mems[n].append(peak)
-        return dt
-
-    for r in range(args.warmup):  # IGA skips warm-up: at 15-50x a step its first-call costs vanish
-        first = " (a compiled step's first call compiles)" if r == 0 and any(n.endswith("+c") for n in steps) else ""
-        print(f"warm-up {r + 1}/{args.warmup}, seconds a step{first}:", end="", flush=True)
-        for n in steps:
-            if not n.startswith("iga"):
-                print(f" {n}", end="", flush=True)  # printed before the call: a stall names its step
-                print(f" {timed(steps[n], device)[0]:.1f}", end="", flush=True)
-        print(flush=True)
-    # Each method runs between two plain steps and its ratio is to their mean, so that the machine's
-    # speed drifting (other jobs on a shared CPU) cancels; a method's figure is its median over rounds.
-    before = {p: run(p) for p in ("plain", "plain+c") if p in steps}
-    for r in range(args.steps):
-        for n in steps:
-            if n == "plain" or (n.startswith("iga") and r < args.steps - args.iga_steps):
-                continue
-            t = run(n)
-            after = run(neighbour(n))
-            ratios[n].append(2 * t / (before[neighbour(n)] + after))
-            before[neighbour(n)] = after
-        print(f"round {r + 1}/{args.steps}: plain {times['plain'][-1] * 1e3:.0f} ms, then x plain (NAME+c: x plain+c): "
-              + " ".join(f"{n} {ratios[n][-1]:.2f}" for n in steps if len(ratios[n]) == r + 1), flush=True)
-    return times, mems, ratios
-
-
 def summarise(names, L, times, mems, ratios, syncs, mfu):
     """Medians over the rounds, and a row per method (and per compiled method, NAME+c) beside its target, the
     paper's figure and the floors; a compiled row's "x plain" and target are against the compiled plain step.
@@ -540,7 +373,7 @@ def print_methods(rows, med, ratio, L, device):
           f"floor: 1 + (extra forwards) / 3, the paper-style count with a plain step = 3F; floor here: the same extra\n"
           f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here"
           + (f" (compiled: F = {med['forward+c']:.1f} ms, {1 / ratio['forward+c']:.1f}F)" if "forward+c" in med else "") + ";\n"
-          f"+ masks: that plus building the method's masks (Eq. 6-7) from scores at hand, timed alone.\n"
+          "+ masks: that plus building the method's masks (Eq. 6-7) from scores at hand, timed alone.\n"
           "peak MiB: " + ("torch.cuda.max_memory_allocated during the step, above what is held between steps"
                           if device.type == "cuda" else "the process's peak RSS during the step above its RSS before it"
                           " (CPU; whole process, coarse)"))
@@ -674,7 +507,7 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         if args.bf16_masks:
-            result = bf16_masks(args)
+            result = bf16_masks(args, P)
             if args.json:
                 Path(args.json).write_text(json.dumps(result, indent=2))
         else:  # bf16: all of it under autocast, as train.py --dtype bf16 runs forwards and backwards

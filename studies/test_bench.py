@@ -16,6 +16,7 @@ import pytest
 
 import bench
 import mask_graphs
+import timing
 from support import checkpoint
 import test_cli
 
@@ -49,7 +50,7 @@ def test_bf16_masks_compares_real_batches(tiny, capsys):
     bf16's: each agreement is an intersection over a union, in [0, 1], and the pseudo labels are counted over all
     8 examples."""
     args = bench.parse_args(["--bf16-masks", "--checkpoint", str(tiny / "w"), "--data-dir", str(tiny / "glue")])
-    r = bench.bf16_masks(args)
+    r = bench.bf16_masks(args, bench.P)
     assert set(r) == {"candidates (q = 1)", "dropped (q = 0.1)", "pseudo_labels_same"}
     assert all(0 <= v <= 1 for v in r.values())
     assert "8 RTE dev examples" in capsys.readouterr().out
@@ -67,7 +68,7 @@ def test_bf16_masks_moves_a_few_positions_of_minilm(capsys):
             pytest.skip("no GLUE RTE dev.tsv (set GLUE_DIR)")
     except checkpoint.WeightsError as e:
         pytest.skip(str(e))
-    r = bench.bf16_masks(bench.parse_args(["--bf16-masks"]))
+    r = bench.bf16_masks(bench.parse_args(["--bf16-masks"]), bench.P)
     capsys.readouterr()
     for name in ("candidates (q = 1)", "dropped (q = 0.1)"):
         assert 0.95 < r[name] < 1, (name, r[name])
@@ -114,7 +115,7 @@ def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
     times per step (plain 1.0 s, plain+c 0.5, ga-all 2.0, ga-all+c 0.75), the ratios are exact: 2, 0.5 and 1.5
     (1.5 is ga-all+c over plain+c; over the eager plain step it would be 0.75)."""
     seconds = {"plain": 1.0, "plain+c": 0.5, "ga-all": 2.0, "ga-all+c": 0.75}
-    monkeypatch.setattr(bench, "timed", lambda step, device: (seconds[step], None))
+    monkeypatch.setattr(timing, "timed", lambda step, device: (seconds[step], None))
     steps = {n: n for n in seconds}  # timed (patched) maps a step to its seconds
     args = type("Args", (), {"warmup": 1, "steps": 3, "iga_steps": 0})()
     times, _, ratios = bench.time_rounds(args, steps, "cpu")
@@ -128,7 +129,7 @@ def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
     ga-first 1.6 = 0.5 + 0.12 / 6 + 1.0 + 0.08; ga-all+c 2.0 = 0.5 + 0.1 + 1.0 + 0.4 (each over plain+c's 0.5)."""
     seconds = {"plain": 1.0, "plain+c": 0.5, "ga-first": 1.6, "ga-first:attribution": 0.5, "masked-all": 1.0,
                "drop_mask": 0.12, "ga-all+c": 1.0, "ga-all:attribution+c": 0.25, "masked-all+c": 0.5, "drop_mask+c": 0.05}
-    monkeypatch.setattr(bench, "timed", lambda step, device: (seconds[step], None))
+    monkeypatch.setattr(timing, "timed", lambda step, device: (seconds[step], None))
     args = type("Args", (), {"warmup": 0, "steps": 3, "iga_steps": 0})()
     times, _, ratios = bench.time_rounds(args, {n: n for n in seconds}, "cpu")
     med = {n: 1e3 * t[0] for n, t in times.items()}
@@ -149,7 +150,7 @@ def test_a_compiled_steps_floor_counts_compiled_forwards_and_masks(monkeypatch):
     seconds = {"plain": 1.0, "plain+c": 0.5, "ga-all": 1.7, "ga-all+c": 1.0, "rd-all": 1.1, "rd-all+c": 0.6,
                "forward": 0.25, "forward+c": 0.2, "drop_mask": 0.1, "drop_mask+c": 0.1, "random_mask": 0.05,
                "random_mask+c": 0.05}
-    monkeypatch.setattr(bench, "timed", lambda step, device: (seconds[step], None))
+    monkeypatch.setattr(timing, "timed", lambda step, device: (seconds[step], None))
     args = type("Args", (), {"warmup": 0, "steps": 2, "iga_steps": 0})()
     times, mems, ratios = bench.time_rounds(args, {n: n for n in seconds}, "cpu")
     _, _, _, rows = bench.summarise(["plain", "ga-all", "rd-all"], 12, times, mems, ratios, {}, {})
