@@ -106,6 +106,10 @@ def parse_args(argv=None):
                     help="also time the parts of each GA and AA step apart, in the same rounds: the attribution "
                          "(NAME:attribution) and the masked step with all layers' masks (masked-all), beside the masks "
                          "alone: where an AD-DROP step's time goes beyond a plain step's")
+    ap.add_argument("--kernel", default=None, choices=("sort", "bisect"),
+                    help="with --compile on a GPU, also time each compiled GA and AA step, and the masks, with the "
+                         "masks built by studies/mask_kernel.py's Triton kernel (NAME/kernel+c), b^[idx] by the sort "
+                         "or by bisection, beside the same steps as train.py builds them, in the same rounds")
     ap.add_argument("--methods", default=None, help="time only these, comma-separated (plain always runs): "
                     + ", ".join(METHODS))
     ap.add_argument("--data-dir", default=None,
@@ -123,6 +127,8 @@ def parse_args(argv=None):
                     help="--bf16-masks: a fine-tuned model (train.py's --out; its task's dev set is used) instead of "
                          "MiniLM with a fresh head on RTE")
     args = ap.parse_args(argv)
+    if args.kernel and not args.compile:
+        ap.error("--kernel: the kernel stands in for the compiled masks; add --compile")
     # refuse bad input before any model is built; --seq-len against the position table is checked in main
     for flag in ("batch_size", "steps", "iga_steps", "threads"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
@@ -224,6 +230,16 @@ def masks_only(b, scores, kind, compile=None):
             rd(b["attention_mask"], S.size(1), P, Q)
 
 
+def with_kernel(step, masks):
+    """step with its compiled masks built by studies/mask_kernel.py's kernel (masks: mask_kernel.stacked's) in
+    place of addrop._stacked_masks, for this call: addrop.whole_graph keeps a compiled graph for each."""
+    old, addrop._stacked_masks = addrop._stacked_masks, masks
+    try:
+        step()
+    finally:
+        addrop._stacked_masks = old
+
+
 def hf_step(net, opt, b):
     logits = net(input_ids=b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"]).logits
     F.cross_entropy(logits, b["labels"]).backward()
@@ -278,6 +294,9 @@ def build(args):
     """The model, its optimizer and one batch on the device, and every step to time by name: the methods, F
     (one forward), the masks alone, and Hugging Face's steps. Returns (device, weights, net, names, steps, hf)."""
     device = settings.pick_device(args.device, 0)  # refuses a bad --device by name
+    if args.kernel and device.type != "cuda":
+        sys.exit(f"error: --kernel runs a Triton kernel, which needs a CUDA GPU (here: {device}); "
+                 "studies/test_mask_kernel.py checks it on a CPU in Triton's interpreter")
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -326,6 +345,11 @@ def build(args):
         steps["drop_mask+c"] = partial(masks_only, batch, scores, "drop_mask", "inductor")
         steps["random_mask+c"] = partial(masks_only, batch, scores, "random_mask", "inductor")
         steps["drop_mask/layer+c"] = partial(masks_only, batch, scores, "drop_mask/layer", "inductor")
+    if args.kernel:
+        import mask_kernel  # only here: it needs the triton package, and a GPU to run
+        masks = mask_kernel.stacked(bisect=args.kernel == "bisect")
+        for n in [n for n in steps if n.endswith("+c") and METHODS.get(n[:-2], "-")[0] in ("ga", "aa")] + ["drop_mask+c"]:
+            steps[n[:-2] + "/kernel+c"] = partial(with_kernel, steps[n], masks)
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
@@ -427,6 +451,24 @@ def print_parts(L, med, ratio):
     return out
 
 
+def print_kernel(args, med, ratios, syncs):
+    """--kernel: each compiled step with the Triton kernel's masks (NAME/kernel+c) beside the same step as
+    train.py runs it (NAME+c), ms and x a compiled plain step (median and the rounds' spread), and host syncs.
+    Returns them by step name (None without --kernel)."""
+    if not args.kernel:
+        return None
+    out = {}
+    print(f"the masks by studies/mask_kernel.py's Triton kernel (b^[idx] by {args.kernel}) against train.py's "
+          "(inductor's sort), compiled; ms and x a compiled plain step (median, rounds):")
+    for k in [k for k in med if k.endswith("/kernel+c")]:
+        n = k.replace("/kernel", "")
+        out[n] = {way: {"ms": med[s], "x_plain": statistics.median(ratios[s]), "rounds": [min(ratios[s]), max(ratios[s])],
+                        "host_syncs": syncs.get(s)} for way, s in (("inductor", n), ("kernel", k))}
+        print(f"  {n:14} " + " | ".join(f"{way} {r['ms']:.2f} ms, {r['x_plain']:.2f} ({r['rounds'][0]:.2f}-"
+                                         f"{r['rounds'][1]:.2f}), {r['host_syncs']} host syncs" for way, r in out[n].items()))
+    return out
+
+
 def print_hf(args, rows, hf, med, ratio, mib, times):
     """Our plain step against Hugging Face's, and each method against HF's eager plain step (added to rows).
     Returns the figures for the JSON by step name."""
@@ -493,9 +535,10 @@ def benchmark(args):
     med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
     parts = print_parts(L, med, ratio)
+    kernel = print_kernel(args, med, ratios, syncs)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
               "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "forward_c_ms": med.get("forward+c"), "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},
-              "methods": rows, "parts": parts, "hf": {}, "data": None}
+              "methods": rows, "parts": parts, "kernel": kernel, "hf": {}, "data": None}
     result["hf"] = print_hf(args, rows, hf, med, ratio, mib, times)
     result["data"] = print_data(args, weights, B, T, med)
     if args.json:

@@ -11,10 +11,12 @@ graph, the layers' scores joined into one batch as addrop.layer_masks joins them
 WAYS: per-layer, a compiled graph per layer (the way before layer_masks); layer_masks, what train.py runs
 (each row sorted, b^[idx] gathered); sort-max, b^[idx] read as the largest entry at idx (the sorted rows need
 not be stored); bisect, no sort: b^[idx] found by 32 halvings of the floats' bits; count, no sort: a key is a
-candidate when at least int(n (1 - p)) + 1 real keys score at most its score. The last four are each compiled
-alone first and checked equal to the sort's candidates on every real pair.
+candidate when at least int(n (1 - p)) + 1 real keys score at most its score. Those four are each compiled
+alone first and checked equal to the sort's candidates on every real pair. kernel-sort and kernel-bisect:
+studies/mask_kernel.py's hand-written Triton kernel, b^[idx] by the sort or by bisection, each row in registers
+and a launch per layer (--rows rows per program on --warps warps), checked equal to drop_mask's masks at q = 1.
 
-Needs a CUDA GPU (--device cpu runs it in miniature). RESULTS.md (Compiled and sync-free; Other ways to find
+Needs a CUDA GPU (--device cpu runs it in miniature, without the kernel ways). RESULTS.md (Compiled and sync-free; Other ways to find
 b^[idx]) gives what GPUs printed: on two H200s bisect took 1.16x the sort, and sort-max, which inductor fuses
 into one kernel, 0.96x, so layer_masks keeps the sort.
 """
@@ -100,7 +102,8 @@ def launches(code):
 
 CANDIDATES = {"layer_masks": lambda s, *a: s >= thr_sort(s, *a), "sort-max": lambda s, *a: s >= thr_sort_max(s, *a),
               "bisect": cand_bisect, "count": cand_count}
-WAYS = ("per-layer",) + tuple(CANDIDATES)
+KERNELS = {"kernel-sort": False, "kernel-bisect": True}  # name: bisect, studies/mask_kernel.py
+WAYS = ("per-layer",) + tuple(CANDIDATES) + tuple(KERNELS)
 
 
 def joined(cand, scores, attention_mask):  # addrop.layer_masks with the candidates of cand: the layers'
@@ -111,9 +114,21 @@ def joined(cand, scores, attention_mask):  # addrop.layer_masks with the candida
     return addrop._real_rows(drop, am).chunk(L)
 
 
-def build(name, scores, am):
+def kernel_is_drop_mask(name, scores, am, rows, warps):
+    """Whether the kernel way `name` (KERNELS) gives addrop.drop_mask's masks at q = 1, where no coin enters:
+    the masks are then the scores' alone (Eq. 6's candidates, real pairs, the guard)."""
+    import mask_kernel  # only here and in build: it needs the triton package
+    k = mask_kernel.kernel_masks(scores, am, P, 1.0, bisect=KERNELS[name], rows=rows, warps=warps)
+    return all(torch.equal(a, b) for a, b in zip(k, addrop.layer_masks(scores, range(len(scores)), am, P, 1.0)))
+
+
+def build(name, scores, am, rows=4, warps=4):
     """The way `name` (WAYS) as a call of no arguments that builds all layers' masks."""
     L = len(scores)
+    if name in KERNELS:  # compiled as addrop.layer_masks compiles its path, the kernel's launches in its graph
+        import mask_kernel
+        f = addrop.whole_graph(mask_kernel.stacked(KERNELS[name], rows, warps), "inductor")
+        return lambda: f(scores, am, P, Q, False)
     if name == "per-layer":
         per_layer = addrop.whole_graph(addrop.drop_mask, "inductor")
         return lambda: [per_layer(s, am, P, Q) for s in scores]
@@ -126,14 +141,24 @@ def build(name, scores, am):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=12)
-    ap.add_argument("--ways", default=",".join(WAYS), help="which ways, comma-separated: " + ", ".join(WAYS))
+    ap.add_argument("--ways", default=None, help="which ways, comma-separated: " + ", ".join(WAYS) +
+                    " (default: all; on a CPU all but the kernel ways)")
+    ap.add_argument("--rows", type=int, default=4, help="the kernel ways' rows per program, a power of two (default 4)")
+    ap.add_argument("--warps", type=int, default=4, help="the kernel ways' warps per program, a power of two (default 4)")
     ap.add_argument("--device", default="cuda", help="cuda (what it is for), or cpu to try it in miniature")
     ap.add_argument("--batch-size", type=int, default=BATCH)
     args = ap.parse_args(argv)
-    names = [w.strip() for w in args.ways.split(",") if w.strip()]
+    chosen = args.ways or ",".join(w for w in WAYS if args.device == "cuda" or w not in KERNELS)
+    names = [w.strip() for w in chosen.split(",") if w.strip()]
     for w in names:
         if w not in WAYS:
             ap.error(f"--ways: unknown way {w!r}; choose from " + ", ".join(WAYS))
+        if w in KERNELS and args.device != "cuda":
+            ap.error(f"--ways: {w} runs a Triton kernel, which needs --device cuda (studies/test_mask_kernel.py "
+                     "checks it on a CPU in Triton's interpreter)")
+    for flag in ("rows", "warps"):
+        if getattr(args, flag) < 1 or getattr(args, flag) & (getattr(args, flag) - 1):
+            ap.error(f"--{flag}: {getattr(args, flag)} is not a power of two")
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("studies/mask_graphs.py: no CUDA GPU here (--device cpu runs it in miniature)")
     B, L = args.batch_size, args.layers
@@ -157,8 +182,13 @@ def main(argv=None):
             same = torch.equal(c & pairs.repeat(L, 1, 1, 1), ref & pairs.repeat(L, 1, 1, 1))
             print(f"{name}: its candidates equal the sort's on every real pair: {same} "
                   f"(compiled in {time.perf_counter() - t0:.0f} s)", flush=True)
+        if name in KERNELS:
+            t0 = time.perf_counter()
+            same = kernel_is_drop_mask(name, scores, am, args.rows, args.warps)
+            print(f"{name}: its masks at q = 1 equal drop_mask's: {same} ({args.rows} rows on {args.warps} warps, "
+                  f"Triton compiled in {time.perf_counter() - t0:.0f} s)", flush=True)
         t0 = time.perf_counter()
-        ways[name] = build(name, scores, am)
+        ways[name] = build(name, scores, am, args.rows, args.warps)
         _, code = run_and_get_code(ways[name])
         for _ in range(2):
             ways[name]()

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Development only: what a GPU session measures for issue 42, in one call of the device tool, after
+# `bash .ci/gpu_kit.sh` here: run(command="bash .ci/gpu_run.sh", carry=[".gpu"], timeout_s=580). Every output goes to
+# $OUT (studies/results/ takes it from there). Each step runs under a time limit, with Python's stacks printed
+# if it stalls (SIGABRT, PYTHONFAULTHANDLER), so that one stall cannot spend the others' time.
+#   1. the masks alone, 12 layers of BERT-base's shape: train.py's (inductor's sort) beside the hand-written
+#      Triton kernel (studies/mask_kernel.py) by the sort and by bisection, 4 rows on 4 warps a program (the
+#      default: 64 registers a thread on sm_90), then 8 on 8 and 16 on 4 (207-216 registers: fewer threads at once);
+#   2. the compiled GA-all and AA-all steps of BERT-base size, with the faster kernel beside train.py's masks,
+#      and --parts (where the time beyond the floor goes);
+#   3. the same for all-MiniLM-L6-v2 (bf16 copy), GA-all only, if time is left.
+set -uo pipefail
+export PYTHONPATH=$PWD/.gpu/pkg PYTHONFAULTHANDLER=1 GLUE_DIR=$PWD/.gpu/glue
+OUT=${OUT:-/tmp/gpu-out}; mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" | tee -a "$OUT/gpu.txt"
+step() {  # step SECONDS NAME COMMAND...
+  local limit=$1 name=$2; shift 2
+  echo "== $name: $* (limit $limit s)"; local t0=$SECONDS
+  timeout -s ABRT "$limit" "$@" > "$OUT/$name.txt" 2>&1; echo "rc $? in $((SECONDS - t0)) s" | tee -a "$OUT/$name.txt"
+  grep -E "equal|median|kernels;|rror|no CUDA" "$OUT/$name.txt" | tail -20
+}
+step 120 masks_4x4 python studies/mask_graphs.py --ways layer_masks,kernel-sort,kernel-bisect
+for rw in 8x8 16x4; do
+  step 45 "masks_$rw" python studies/mask_graphs.py --ways kernel-sort,kernel-bisect --rows "${rw%x*}" --warps "${rw#*x}"
+done
+# the faster kernel at the default shape (what bench.py --kernel runs) goes into the whole step
+way=$(awk '/^kernel-(sort|bisect) +median/ {print $1, $3}' "$OUT/masks_4x4.txt" | sort -k2 -g | head -1 | cut -d- -f2 | cut -d' ' -f1)
+way=${way:-sort}; echo "== the whole step with kernel-$way"
+common=(--batch-size 32 --seq-len 128 --dtype bf16 --compile --kernel "$way" --parts --no-hf --steps 5 --warmup 3)
+step 250 bench_base python studies/bench.py --config base --methods ga-all,aa-all "${common[@]}" --json "$OUT/bench_base.json"
+step 120 bench_minilm python studies/bench.py --config minilm --methods ga-all "${common[@]}" --json "$OUT/bench_minilm.json"

@@ -1,0 +1,123 @@
+"""
+A hand-written Triton kernel for the masks of a compiled AD-DROP step on a GPU: a candidate, timed against what
+train.py --compile runs (addrop.layer_masks: inductor's kernels for the layers' scores joined, sorted, gathered,
+compared, flipped and guarded), not a part of it. RESULTS.md measured the masks at 0.16 of a compiled plain
+step on two H200s against issue 42's 0.10, after inductor had already fused the sort into one kernel.
+
+One program takes ROWS rows (example, head, query) of one layer, every key of a row in registers, and writes
+their masks: Eq. 6's threshold b^[idx], the coin flips of Eq. 7 (Philox, drawn in the kernel, never stored),
+the padding pairs and the guard, in one pass over the scores. No join of the layers (a copy of all scores):
+one launch per layer. b^[idx] is found one of two ways (BISECT):
+- the sort: each row sorted ascending (padding last), entry idx read, as addrop.drop_mask reads Eq. 6;
+- bisection: no sort; b^[idx] is the least key t with at least idx + 1 real scores at or below it, found by
+  32 halvings of the range of the floats' bits (studies/mask_graphs.py's bisect, with the row in registers
+  instead of inductor's looped reductions).
+
+    python studies/mask_graphs.py --ways layer_masks,kernel-sort,kernel-bisect   # on a GPU: the masks alone
+    python studies/bench.py --compile --kernel ...                              # the whole compiled step
+
+Its masks equal addrop.drop_mask's for the same scores wherever the coins do not enter (q = 1), edge cases
+included, and its coins are fair; checked on a CPU by Triton's interpreter (studies/mask_kernel_checks.py).
+Needs the triton package (it comes with torch's CUDA builds; CI installs it for the interpreter).
+"""
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _masks_kernel(s_ptr, am_ptr, out_ptr, seeds_ptr, layer, q, R, H, T, KEEP: tl.constexpr, LOW: tl.constexpr,
+                  BISECT: tl.constexpr, ROWS: tl.constexpr, BLOCK_T: tl.constexpr):
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)  # (ROWS,) rows of the layer's flat (B H T) rows
+    key = tl.arange(0, BLOCK_T)  # (BLOCK_T,) keys; BLOCK_T is T's next power of two, the rest padding
+    b, i = row // (H * T), row % T  # the row's example and query
+    inside = (row < R)[:, None] & (key < T)[None, :]  # (ROWS, BLOCK_T)
+    real = tl.load(am_ptr + b[:, None] * T + key[None, :], mask=inside, other=0) != 0  # real keys
+    real_query = tl.load(am_ptr + b * T + i, mask=row < R, other=0) != 0  # (ROWS,)
+    n = tl.sum(real.to(tl.int32), 1)  # (ROWS,) real lengths
+    idx = (n.to(tl.int64) * KEEP // 1000000).to(tl.int32)  # int(n (1 - p)) in exact integers, as drop_mask
+    offs = row[:, None].to(tl.int64) * T + key[None, :]
+    s = tl.load(s_ptr + offs, mask=inside, other=0.0).to(tl.float32)
+    if LOW:  # the mirror strategy: candidates are the lowest scores
+        s = -s
+    if BISECT:
+        # the scores' bits as int32 that order as the floats do (-0 made 0, negatives' magnitude bits flipped)
+        bits = tl.where(s == 0, 0.0, s).to(tl.int32, bitcast=True)
+        k = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
+        lo = tl.full([ROWS], -2147483648, tl.int64)  # b^[idx]'s key lies in [lo, hi]
+        hi = tl.full([ROWS], 2147483647, tl.int64)
+        for _ in range(32):
+            mid = (lo + hi) >> 1
+            at_most = tl.sum(((k <= mid.to(tl.int32)[:, None]) & real).to(tl.int32), 1)
+            enough = at_most >= idx + 1
+            lo = tl.where(enough, lo, mid + 1)
+            hi = tl.where(enough, mid, hi)
+        cand = k >= lo.to(tl.int32)[:, None]  # idx = n: lo ends at 2^31 - 1, NaN's bits, above every real key
+    else:
+        # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read
+        b_hat = tl.sort(tl.where(real, s, float("inf")), 1)
+        thr = tl.max(tl.where(key[None, :] == idx[:, None], b_hat, float("-inf")), 1)  # b^[idx]
+        thr = tl.where(idx == n, float("inf"), thr)  # idx = n: no candidates
+        cand = s >= thr[:, None]
+    coin = tl.rand(tl.load(seeds_ptr + layer), offs.to(tl.int32)) < q  # Eq. 7: dropped where u < q
+    drop = cand & coin & real & real_query[:, None]  # real (query, key) pairs only
+    lost = tl.sum(drop.to(tl.int32), 1) == n  # the guard: a row that would lose every real key keeps them all
+    tl.store(out_ptr + offs, drop & ~lost[:, None], mask=inside)
+
+
+def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=4, warps=4):
+    """addrop.layer_masks' compiled path by the kernel: scores a list of L layers' (B, H, T, T) attribution,
+    attention_mask (B, T) 1 real, 0 padding, p, q, low as in addrop.drop_mask. Returns a tuple of L bool masks
+    (B, H, T, T), True where dropped. bisect: find b^[idx] by bisection instead of the sort; rows: rows per
+    program, a power of two; warps: Triton's num_warps. Each layer draws its own seed from torch's stream.
+    The default, 4 rows on 4 warps, holds 4 scores a thread at T = 128: 64 registers, where 16 rows took
+    over 200, which leaves an H100 room for a quarter as many threads at once (registers())."""
+    B, H, T, _ = scores[0].size()
+    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6, as drop_mask
+    if q == 0 or keep == 10**6:  # nothing is dropped, no coin flips are drawn
+        return tuple(torch.zeros(B, H, T, T, dtype=torch.bool, device=s.device) for s in scores)
+    am = attention_mask.contiguous()
+    seeds = torch.randint(2**31 - 1, (len(scores),), device=am.device)
+    out = []
+    for layer, s in enumerate(scores):
+        M = torch.empty(B, H, T, T, dtype=torch.bool, device=s.device)
+        _masks_kernel[(triton.cdiv(B * H * T, rows),)](s.contiguous(), am, M, seeds, layer, q, B * H * T, H, T, KEEP=keep,
+                                                       LOW=low, BISECT=bisect, ROWS=rows,
+                                                       BLOCK_T=triton.next_power_of_2(T), num_warps=warps)
+        out.append(M)
+    return tuple(out)
+
+
+def stacked(bisect=False, rows=4, warps=4):
+    """kernel_masks with addrop._stacked_masks' signature (scores, attention_mask, p, q, low), to stand in for
+    it: bench.py --kernel swaps it in for the length of a step."""
+    return lambda scores, attention_mask, p, q, low: kernel_masks(scores, attention_mask, p, q, low, bisect, rows, warps)
+
+
+def machine_code(bisect=False, rows=4, warps=4, arch=90, low=False, scores="*fp32", T=128):
+    """The kernel as Triton compiles it for a CUDA GPU of compute capability arch (80: A100; 90: H100, H200),
+    through its IRs to PTX and a cubin: no GPU is needed. scores: the scores' pointer type (*fp32, *bf16)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+    kernel = JITFunction(getattr(_masks_kernel, "fn", _masks_kernel))  # not the interpreter's, if that is on
+    signature = {"s_ptr": scores, "am_ptr": "*i64", "out_ptr": "*i1", "seeds_ptr": "*i64", "layer": "i32", "q": "fp32",
+                 "R": "i32", "H": "i32", "T": "i32", **dict.fromkeys(("KEEP", "LOW", "BISECT", "ROWS", "BLOCK_T"), "constexpr")}
+    constexprs = {"KEEP": 300000, "LOW": low, "BISECT": bisect, "ROWS": rows, "BLOCK_T": triton.next_power_of_2(T)}
+    return triton.compile(ASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", arch, 32),
+                          options={"num_warps": warps})
+
+
+def registers(compiled, arch=90):
+    """(registers a thread, bytes spilled) of a machine_code, from ptxas -v on its PTX (Triton's own ptxas)."""
+    import re, subprocess, tempfile
+    from triton.backends.nvidia.compiler import get_ptxas
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(compiled.asm["ptx"])
+        f.flush()
+        out = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name=sm_{arch}" + ("a" if arch >= 90 else ""), f.name, "-o", os.devnull],
+                             capture_output=True, text=True, check=True)
+    text = out.stdout + out.stderr
+    return int(re.search(r"Used (\d+) registers", text).group(1)), int(re.search(r"(\d+) bytes spill stores", text).group(1))

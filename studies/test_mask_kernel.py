@@ -1,0 +1,51 @@
+"""
+studies/mask_kernel.py, the hand-written Triton kernel for a GPU's masks, checked on a CPU in Triton's interpreter:
+mask_kernel_checks.py, run here by pytest in a process of its own with TRITON_INTERPRET=1 (this process may already
+hold triton compiled for a GPU). And what the interpreter cannot show: that Triton compiles the kernel for the GPUs
+it is for, down to machine code, which needs no GPU. Needs the triton package (CI installs it); without it these
+skip, unless MASK_KERNEL_REQUIRED=1 makes that a failure.
+"""
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # the interpreter runs each program in Python: about half a minute
+
+HERE = Path(__file__).resolve().parent
+
+
+def need_triton():
+    if os.environ.get("MASK_KERNEL_REQUIRED"):
+        return importlib.import_module("triton")  # a missing package fails here, in CI
+    return pytest.importorskip("triton", reason="the kernel's checks need the triton package (pip install triton)")
+
+
+def test_the_kernel_in_tritons_interpreter():
+    need_triton()
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "mask_kernel_checks.py"],
+                       cwd=HERE, env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", r.stdout)
+    assert passed and int(passed.group(1)) >= 18 and "skipped" not in r.stdout, r.stdout[-3000:]
+
+
+@pytest.mark.parametrize("arch", [80, 90])  # an A100; an H100 or H200
+def test_the_kernel_compiles_to_machine_code_for_a_gpu(arch):
+    """Triton compiles the kernel, both ways and the low strategy, for fp32 and bf16 scores, through its IRs to PTX
+    and to a cubin (its own ptxas), as a GPU's first launch would: a type or a layout the interpreter lets pass
+    (it runs on numpy) fails here, without a GPU. The default shape (4 rows on 4 warps, T = 128) spills nothing
+    and takes at most 96 registers a thread: 16 rows took over 200."""
+    need_triton()
+    sys.path.insert(0, str(HERE))
+    import mask_kernel
+    for bisect, low, scores in ((False, False, "*fp32"), (True, False, "*fp32"), (False, True, "*bf16"), (True, True, "*bf16")):
+        compiled = mask_kernel.machine_code(bisect, arch=arch, low=low, scores=scores)
+        assert len(compiled.asm["cubin"]) > 1000 and ".entry _masks_kernel" in compiled.asm["ptx"]
+        regs, spilled = mask_kernel.registers(compiled, arch)
+        assert regs <= 96 and spilled == 0, f"bisect={bisect}: {regs} registers, {spilled} bytes spilled"
