@@ -75,6 +75,8 @@ def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=4, 
     The default, 4 rows on 4 warps, holds 4 scores a thread at T = 128: 64 registers, where 16 rows took
     over 200, which leaves an H100 room for a quarter as many threads at once (registers())."""
     B, H, T, _ = scores[0].size()
+    if B * H * T * T >= 2**31:  # the coins' offsets within a layer are int32
+        raise ValueError(f"kernel_masks: a layer of {B} x {H} x {T} x {T} scores is over 2^31 entries")
     keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6, as drop_mask
     if q == 0 or keep == 10**6:  # nothing is dropped, no coin flips are drawn
         return tuple(torch.zeros(B, H, T, T, dtype=torch.bool, device=s.device) for s in scores)
