@@ -16,7 +16,8 @@ alone first and checked equal to the sort's candidates on every real pair. kerne
 studies/mask_kernel.py's hand-written Triton kernel, b^[idx] by the sort or by bisection, each row in registers
 and a launch per layer (--rows rows per program on --warps warps), checked equal to drop_mask's masks at q = 1.
 
-Needs a CUDA GPU (--device cpu runs it in miniature, without the kernel ways). RESULTS.md (Compiled and sync-free; Other ways to find
+Needs a CUDA GPU (--device cpu runs it in miniature, without the kernel ways). --machine-code needs none: it
+prints the kernel's registers and instructions as Triton compiles it for a GPU (--arch), for a few shapes. RESULTS.md (Compiled and sync-free; Other ways to find
 b^[idx]) gives what GPUs printed: on two H200s bisect took 1.16x the sort, and sort-max, which inductor fuses
 into one kernel, 0.96x, so layer_masks keeps the sort.
 """
@@ -122,7 +123,22 @@ def kernel_is_drop_mask(name, scores, am, rows, warps):
     return all(torch.equal(a, b) for a, b in zip(k, addrop.layer_masks(scores, range(len(scores)), am, P, 1.0)))
 
 
-def build(name, scores, am, rows=4, warps=4):
+def machine_code(arch, L, B):
+    """--machine-code: the kernel ways as Triton compiles them for a GPU of compute capability arch (90: H100,
+    H200), made here with no GPU: registers a thread and bytes spilled (ptxas), and the instructions a warp runs
+    (its SASS, which has no loop), a row, and for L layers of B x H x T rows. Counts, not times: a GPU issues
+    about one instruction a cycle per scheduler when nothing waits."""
+    import mask_kernel
+    print(f"the kernel for sm_{arch}, T = {T}; instructions for {L} layers of ({B}, {H}, {T}) rows:")
+    for name, bisect in KERNELS.items():
+        for rows, warps in ((1, 1), (2, 1), (4, 1), (4, 4), (8, 8)):
+            c = mask_kernel.machine_code(bisect, rows, warps, arch)
+            (regs, spilled), n = mask_kernel.registers(c, arch), mask_kernel.instructions(c)
+            print(f"{name:14} {rows} rows on {warps} warps: {regs:3} registers, {spilled} bytes spilled, {n:5} "
+                  f"instructions a warp, {n * warps / rows:5.0f} a row, {L * B * H * T * n * warps / rows / 1e9:.2f} G in all", flush=True)
+
+
+def build(name, scores, am, rows=2, warps=1):
     """The way `name` (WAYS) as a call of no arguments that builds all layers' masks."""
     L = len(scores)
     if name in KERNELS:  # compiled as addrop.layer_masks compiles its path, the kernel's launches in its graph
@@ -143,11 +159,16 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--ways", default=None, help="which ways, comma-separated: " + ", ".join(WAYS) +
                     " (default: all; on a CPU all but the kernel ways)")
-    ap.add_argument("--rows", type=int, default=4, help="the kernel ways' rows per program, a power of two (default 4)")
-    ap.add_argument("--warps", type=int, default=4, help="the kernel ways' warps per program, a power of two (default 4)")
+    ap.add_argument("--rows", type=int, default=2, help="the kernel ways' rows per program, a power of two (default 2)")
+    ap.add_argument("--warps", type=int, default=1, help="the kernel ways' warps per program, a power of two (default 1)")
+    ap.add_argument("--machine-code", action="store_true", help="no timing, no GPU: the kernel's registers and "
+                    "instructions as Triton compiles it for a GPU of compute capability --arch, for a few shapes")
+    ap.add_argument("--arch", type=int, default=90, help="--machine-code: 90 (H100, H200; the default), 80 (A100)")
     ap.add_argument("--device", default="cuda", help="cuda (what it is for), or cpu to try it in miniature")
     ap.add_argument("--batch-size", type=int, default=BATCH)
     args = ap.parse_args(argv)
+    if args.machine_code:
+        return machine_code(args.arch, args.layers, args.batch_size)
     chosen = args.ways or ",".join(w for w in WAYS if args.device == "cuda" or w not in KERNELS)
     names = [w.strip() for w in chosen.split(",") if w.strip()]
     for w in names:

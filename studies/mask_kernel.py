@@ -9,9 +9,9 @@ their masks: Eq. 6's threshold b^[idx], the coin flips of Eq. 7 (Philox, drawn i
 the padding pairs and the guard, in one pass over the scores. No join of the layers (a copy of all scores):
 one launch per layer. b^[idx] is found one of two ways (BISECT):
 - the sort: each row sorted ascending (padding last), entry idx read, as addrop.drop_mask reads Eq. 6;
-- bisection: no sort; b^[idx] is the least key t with at least idx + 1 real scores at or below it, found by
-  32 halvings of the range of the floats' bits (studies/mask_graphs.py's bisect, with the row in registers
-  instead of inductor's looped reductions).
+- bisection: no sort; b^[idx] is the largest t with at most idx real scores below it, built from the floats'
+  bits one bit at a time from the top (32 counts of the row, like studies/mask_graphs.py's bisect, but on
+  uint32 and with the row in registers instead of inductor's looped reductions).
 
     python studies/mask_graphs.py --ways layer_masks,kernel-sort,kernel-bisect   # on a GPU: the masks alone
     python studies/bench.py --compile --kernel ...                              # the whole compiled step
@@ -37,29 +37,30 @@ def _masks_kernel(s_ptr, am_ptr, out_ptr, seeds_ptr, layer, q, R, H, T, KEEP: tl
     real = tl.load(am_ptr + b[:, None] * T + key[None, :], mask=inside, other=0) != 0  # real keys
     real_query = tl.load(am_ptr + b * T + i, mask=row < R, other=0) != 0  # (ROWS,)
     n = tl.sum(real.to(tl.int32), 1)  # (ROWS,) real lengths
-    idx = (n.to(tl.int64) * KEEP // 1000000).to(tl.int32)  # int(n (1 - p)) in exact integers, as drop_mask
+    # int(n (1 - p)) in exact integers, as drop_mask. Always below n where a row has a real key: p = 0 (KEEP =
+    # 10^6, idx = n, no candidates) never reaches the kernel (kernel_masks returns first)
+    idx = (n.to(tl.int64) * KEEP // 1000000).to(tl.int32)
     offs = row[:, None].to(tl.int64) * T + key[None, :]
     s = tl.load(s_ptr + offs, mask=inside, other=0.0).to(tl.float32)
     if LOW:  # the mirror strategy: candidates are the lowest scores
         s = -s
     if BISECT:
-        # the scores' bits as int32 that order as the floats do (-0 made 0, negatives' magnitude bits flipped)
+        # the scores' bits as uint32 that order as the floats do: -0 made 0, a negative's bits all flipped, a
+        # positive's sign bit set
         bits = tl.where(s == 0, 0.0, s).to(tl.int32, bitcast=True)
-        k = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
-        lo = tl.full([ROWS], -2147483648, tl.int64)  # b^[idx]'s key lies in [lo, hi]
-        hi = tl.full([ROWS], 2147483647, tl.int64)
-        for _ in range(32):
-            mid = (lo + hi) >> 1
-            at_most = tl.sum(((k <= mid.to(tl.int32)[:, None]) & real).to(tl.int32), 1)
-            enough = at_most >= idx + 1
-            lo = tl.where(enough, lo, mid + 1)
-            hi = tl.where(enough, mid, hi)
-        cand = k >= lo.to(tl.int32)[:, None]  # idx = n: lo ends at 2^31 - 1, NaN's bits, above every real key
+        k = tl.where(bits < 0, ~bits, bits ^ -2147483648).to(tl.uint32, bitcast=True)
+        # b^[idx] is the largest t with at most idx real keys below it: built bit by bit from the top, each bit
+        # kept where the keys below t with it set are still at most idx (32 counts of the row, in registers)
+        t = tl.zeros([ROWS], tl.uint32)
+        for j in tl.static_range(32):
+            trial = t | (tl.full([ROWS], 1, tl.uint32) << (31 - j))
+            below = tl.sum(((k < trial[:, None]) & real).to(tl.int32), 1)
+            t = tl.where(below <= idx, trial, t)
+        cand = k >= t[:, None]
     else:
         # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read
         b_hat = tl.sort(tl.where(real, s, float("inf")), 1)
         thr = tl.max(tl.where(key[None, :] == idx[:, None], b_hat, float("-inf")), 1)  # b^[idx]
-        thr = tl.where(idx == n, float("inf"), thr)  # idx = n: no candidates
         cand = s >= thr[:, None]
     coin = tl.rand(tl.load(seeds_ptr + layer), offs.to(tl.int32)) < q  # Eq. 7: dropped where u < q
     drop = cand & coin & real & real_query[:, None]  # real (query, key) pairs only
@@ -67,13 +68,14 @@ def _masks_kernel(s_ptr, am_ptr, out_ptr, seeds_ptr, layer, q, R, H, T, KEEP: tl
     tl.store(out_ptr + offs, drop & ~lost[:, None], mask=inside)
 
 
-def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=4, warps=4):
+def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=2, warps=1):
     """addrop.layer_masks' compiled path by the kernel: scores a list of L layers' (B, H, T, T) attribution,
     attention_mask (B, T) 1 real, 0 padding, p, q, low as in addrop.drop_mask. Returns a tuple of L bool masks
     (B, H, T, T), True where dropped. bisect: find b^[idx] by bisection instead of the sort; rows: rows per
     program, a power of two; warps: Triton's num_warps. Each layer draws its own seed from torch's stream.
-    The default, 4 rows on 4 warps, holds 4 scores a thread at T = 128: 64 registers, where 16 rows took
-    over 200, which leaves an H100 room for a quarter as many threads at once (registers())."""
+    The default, 2 rows on one warp, keeps each row's counts and exchanges inside a warp: spread over 4 warps
+    they pass through shared memory, behind barriers, and the machine code runs 1.4-2x the instructions a row
+    (mask_graphs.py --machine-code)."""
     B, H, T, _ = scores[0].size()
     if B * H * T * T >= 2**31:  # the coins' offsets within a layer are int32
         raise ValueError(f"kernel_masks: a layer of {B} x {H} x {T} x {T} scores is over 2^31 entries")
@@ -92,13 +94,13 @@ def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=4, 
     return tuple(out)
 
 
-def stacked(bisect=False, rows=4, warps=4):
+def stacked(bisect=False, rows=2, warps=1):
     """kernel_masks with addrop._stacked_masks' signature (scores, attention_mask, p, q, low), to stand in for
     it: bench.py --kernel swaps it in for the length of a step."""
     return lambda scores, attention_mask, p, q, low: kernel_masks(scores, attention_mask, p, q, low, bisect, rows, warps)
 
 
-def machine_code(bisect=False, rows=4, warps=4, arch=90, low=False, scores="*fp32", T=128):
+def machine_code(bisect=False, rows=2, warps=1, arch=90, low=False, scores="*fp32", T=128):
     """The kernel as Triton compiles it for a CUDA GPU of compute capability arch (80: A100; 90: H100, H200),
     through its IRs to PTX and a cubin: no GPU is needed. scores: the scores' pointer type (*fp32, *bf16)."""
     from triton.backends.compiler import GPUTarget
@@ -123,3 +125,18 @@ def registers(compiled, arch=90):
                              capture_output=True, text=True, check=True)
     text = out.stdout + out.stderr
     return int(re.search(r"Used (\d+) registers", text).group(1)), int(re.search(r"(\d+) bytes spill stores", text).group(1))
+
+
+def instructions(compiled):
+    """The SASS instructions of a machine_code, from cuobjdump: what one warp runs for its ROWS rows, as the code
+    has no loop (the bisection's 32 steps are unrolled; checked: no branch goes back)."""
+    import re, subprocess, tempfile
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(compiled.asm["cubin"])
+        f.flush()
+        sass = subprocess.run([os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump"),
+                               "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    code = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    back = [a for a, op in code if (to := re.search(r"BRA 0x([0-9a-f]+)", op)) and int(to.group(1), 16) < a]
+    assert not back, f"a loop in the kernel's machine code (branches back at {back}): counts are not per warp"
+    return len(code)
