@@ -297,6 +297,11 @@ def build(args):
     if args.kernel and device.type != "cuda":
         sys.exit(f"error: --kernel runs a Triton kernel, which needs a CUDA GPU (here: {device}); "
                  "studies/test_mask_kernel.py checks it on a CPU in Triton's interpreter")
+    if args.kernel:
+        try:
+            import mask_kernel  # only here: it needs the triton package, and a GPU to run
+        except ImportError as e:
+            sys.exit(f"error: --kernel needs the triton package ({e}); pip install triton")
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -346,7 +351,6 @@ def build(args):
         steps["random_mask+c"] = partial(masks_only, batch, scores, "random_mask", "inductor")
         steps["drop_mask/layer+c"] = partial(masks_only, batch, scores, "drop_mask/layer", "inductor")
     if args.kernel:
-        import mask_kernel  # only here: it needs the triton package, and a GPU to run
         masks = mask_kernel.stacked(bisect=args.kernel == "bisect")
         for n in [n for n in steps if n.endswith("+c") and METHODS.get(n[:-2], "-")[0] in ("ga", "aa")] + ["drop_mask+c"]:
             steps[n[:-2] + "/kernel+c"] = partial(with_kernel, steps[n], masks)

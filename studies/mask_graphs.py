@@ -1,8 +1,8 @@
 """
 What building the masks of all layers costs on a GPU under --compile, timed interleaved, with the compile time
 of each way and the kernels of one call (BERT-base's shape: 12 layers of batch 32 x 128, 12 heads, 8 of 32 rows
-half padding; p = 0.7, q = 0.1, the RTE setting). Every way but the first builds all layers' masks in one
-graph, the layers' scores joined into one batch as addrop.layer_masks joins them (train.py --compile):
+half padding; p = 0.7, q = 0.1, the RTE setting). Every way but the first and the kernel ways builds all layers'
+masks in one graph, the layers' scores joined into one batch as addrop.layer_masks joins them (train.py --compile):
 
     python studies/mask_graphs.py                  # every way below, in one process
     python studies/mask_graphs.py --ways layer_masks,bisect   # only those (a GPU session runs each way in
@@ -115,11 +115,19 @@ def joined(cand, scores, attention_mask):  # addrop.layer_masks with the candida
     return addrop._real_rows(drop, am).chunk(L)
 
 
+def kernel():
+    """studies/mask_kernel.py, imported only where a kernel way or --machine-code asks for it: it needs triton."""
+    try:
+        import mask_kernel
+    except ImportError as e:
+        sys.exit(f"studies/mask_graphs.py: the kernel ways need the triton package ({e}); pip install triton")
+    return mask_kernel
+
+
 def kernel_is_drop_mask(name, scores, am, rows, warps):
     """Whether the kernel way `name` (KERNELS) gives addrop.drop_mask's masks at q = 1, where no coin enters:
     the masks are then the scores' alone (Eq. 6's candidates, real pairs, the guard)."""
-    import mask_kernel  # only here and in build: it needs the triton package
-    k = mask_kernel.kernel_masks(scores, am, P, 1.0, bisect=KERNELS[name], rows=rows, warps=warps)
+    k = kernel().kernel_masks(scores, am, P, 1.0, bisect=KERNELS[name], rows=rows, warps=warps)
     return all(torch.equal(a, b) for a, b in zip(k, addrop.layer_masks(scores, range(len(scores)), am, P, 1.0)))
 
 
@@ -128,7 +136,7 @@ def machine_code(arch, L, B):
     H200), made here with no GPU: registers a thread and bytes spilled (ptxas), and the instructions a warp runs
     (its SASS, which has no loop), a row, and for L layers of B x H x T rows. Counts, not times: a GPU issues
     about one instruction a cycle per scheduler when nothing waits."""
-    import mask_kernel
+    mask_kernel = kernel()
     print(f"the kernel for sm_{arch}, T = {T}; instructions for {L} layers of ({B}, {H}, {T}) rows:")
     for name, bisect in KERNELS.items():
         for rows, warps in ((1, 1), (2, 1), (4, 1), (4, 4), (8, 8)):
@@ -142,8 +150,7 @@ def build(name, scores, am, rows=2, warps=1):
     """The way `name` (WAYS) as a call of no arguments that builds all layers' masks."""
     L = len(scores)
     if name in KERNELS:  # compiled as addrop.layer_masks compiles its path, the kernel's launches in its graph
-        import mask_kernel
-        f = addrop.whole_graph(mask_kernel.stacked(KERNELS[name], rows, warps), "inductor")
+        f = addrop.whole_graph(kernel().stacked(KERNELS[name], rows, warps), "inductor")
         return lambda: f(scores, am, P, Q, False)
     if name == "per-layer":
         per_layer = addrop.whole_graph(addrop.drop_mask, "inductor")
@@ -163,7 +170,8 @@ def main(argv=None):
     ap.add_argument("--warps", type=int, default=1, help="the kernel ways' warps per program, a power of two (default 1)")
     ap.add_argument("--machine-code", action="store_true", help="no timing, no GPU: the kernel's registers and "
                     "instructions as Triton compiles it for a GPU of compute capability --arch, for a few shapes")
-    ap.add_argument("--arch", type=int, default=90, help="--machine-code: 90 (H100, H200; the default), 80 (A100)")
+    ap.add_argument("--arch", type=int, default=90, choices=(80, 86, 89, 90),
+                    help="--machine-code: the GPU's compute capability: 90 (H100, H200; the default), 80 (A100), 86, 89")
     ap.add_argument("--device", default="cuda", help="cuda (what it is for), or cpu to try it in miniature")
     ap.add_argument("--batch-size", type=int, default=BATCH)
     args = ap.parse_args(argv)

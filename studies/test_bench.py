@@ -201,3 +201,15 @@ def test_mask_graphs_runs_in_miniature(capsys):
         with pytest.raises(SystemExit):
             mask_graphs.main(["--device", "cpu", "--ways", ways])
         assert says in capsys.readouterr().err
+
+
+def test_the_kernels_without_triton_say_so(monkeypatch):
+    """Without the triton package (its import fails), mask_graphs.py --machine-code and bench.py --kernel stop
+    with a line that names the package, not a traceback."""
+    monkeypatch.setitem(sys.modules, "mask_kernel", None)  # its import now raises ImportError
+    with pytest.raises(SystemExit, match="need the triton package"):
+        mask_graphs.main(["--machine-code"])
+    args = bench.parse_args(["--kernel", "sort", "--compile", "--device", "cpu", "--config", "base", "--no-hf"])
+    monkeypatch.setattr(bench.settings, "pick_device", lambda *a: bench.torch.device("cuda"))  # past the GPU check
+    with pytest.raises(SystemExit, match="needs the triton package"):
+        bench.build(args)
