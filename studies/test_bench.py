@@ -142,6 +142,26 @@ def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
     assert "ga-all+c   2.00 (1000.0 ms) = attribution 0.50 + masks 0.10 + masked step 1.00 + the rest +0.40" in capsys.readouterr().out
 
 
+def test_kernel_rows_pair_each_compiled_step_with_its_kernel_twin(monkeypatch, capsys):
+    """--kernel: each NAME/kernel+c is printed and returned beside NAME+c, both over the compiled plain step
+    (ga-all+c 1.0 / 0.5 = 2.0 against 0.9 / 0.5 = 1.8; the masks 0.1 / 0.5 against 0.04 / 0.5), with their host
+    syncs; steps without a twin (plain+c) are left out, and without --kernel there is nothing."""
+    seconds = {"plain": 1.0, "plain+c": 0.5, "ga-all+c": 1.0, "ga-all/kernel+c": 0.9, "drop_mask+c": 0.1,
+               "drop_mask/kernel+c": 0.04}
+    monkeypatch.setattr(timing, "timed", lambda step, device: (seconds[step], None))
+    args = type("Args", (), {"warmup": 0, "steps": 3, "iga_steps": 0, "kernel": "bisect"})()
+    times, _, ratios = bench.time_rounds(args, {n: n for n in seconds}, "cpu")
+    med = {n: 1e3 * t[0] for n, t in times.items()}
+    out = bench.print_kernel(args, med, ratios, {"ga-all+c": 0, "ga-all/kernel+c": 0})
+    assert set(out) == {"ga-all+c", "drop_mask+c"}
+    got = {n: (out[n]["inductor"]["x_plain"], out[n]["kernel"]["x_plain"]) for n in out}
+    assert got == {"ga-all+c": pytest.approx((2.0, 1.8)), "drop_mask+c": pytest.approx((0.2, 0.08))}
+    assert out["ga-all+c"]["kernel"]["host_syncs"] == 0 and out["drop_mask+c"]["kernel"]["host_syncs"] is None
+    assert "ga-all+c       inductor 1000.00 ms, 2.00 (2.00-2.00), 0 host syncs | kernel 900.00 ms, 1.80" in capsys.readouterr().out
+    args.kernel = None
+    assert bench.print_kernel(args, med, ratios, {}) is None
+
+
 def test_a_compiled_steps_floor_counts_compiled_forwards_and_masks(monkeypatch):
     """summarise: an eager step's floor here counts the eager F and masks, each over the eager plain step (F 0.25,
     masks 0.1: GA all 1 + 2 x 0.25 = 1.5, + masks 1.6); a compiled step's counts the compiled ones over the compiled
