@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Development only: what a GPU session measures for issue 42, in one call of the device tool, after
+# Development only: what a GPU session measures of the compiled masks and step, in one call of the device tool, after
 # `bash .ci/gpu_kit.sh` here: run(command="bash .ci/gpu_run.sh", carry=[".gpu"], timeout_s=580). Every output goes to
 # $OUT (studies/results/ takes it from there). Each step runs under a time limit, with Python's stacks printed
 # if it stalls (SIGABRT, PYTHONFAULTHANDLER), so that one stall cannot spend the others' time.

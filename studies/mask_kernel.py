@@ -1,8 +1,8 @@
 """
 A hand-written Triton kernel for the masks of a compiled AD-DROP step on a GPU: a candidate, timed against what
 train.py --compile runs (addrop.layer_masks: inductor's kernels for the layers' scores joined, sorted, gathered,
-compared, flipped and guarded), not a part of it. RESULTS.md measured the masks at 0.16 of a compiled plain
-step on two H200s against issue 42's 0.10, after inductor had already fused the sort into one kernel.
+compared, flipped and guarded), not a part of it. RESULTS.md measured those masks at 0.16 of a compiled plain
+step on two H200s against a target of 0.10, after inductor had already fused the sort into one kernel.
 
 One program takes ROWS rows (example, head, query) of one layer, every key of a row in registers, and writes
 their masks: Eq. 6's threshold b^[idx], the coin flips of Eq. 7 (Philox, drawn in the kernel, never stored),
@@ -21,6 +21,9 @@ included, and its coins are fair; checked on a CPU by Triton's interpreter (stud
 Needs the triton package (it comes with torch's CUDA builds; CI installs it for the interpreter).
 """
 import os
+import re
+import subprocess
+import tempfile
 
 import torch
 import triton
@@ -116,7 +119,6 @@ def machine_code(bisect=False, rows=2, warps=1, arch=90, low=False, scores="*fp3
 
 def registers(compiled, arch=90):
     """(registers a thread, bytes spilled) of a machine_code, from ptxas -v on its PTX (Triton's own ptxas)."""
-    import re, subprocess, tempfile
     from triton.backends.nvidia.compiler import get_ptxas
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(compiled.asm["ptx"])
@@ -130,7 +132,6 @@ def registers(compiled, arch=90):
 def instructions(compiled):
     """The SASS instructions of a machine_code, from cuobjdump: what one warp runs for its ROWS rows, as the code
     has no loop (the bisection's 32 steps are unrolled; checked: no branch goes back)."""
-    import re, subprocess, tempfile
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(compiled.asm["cubin"])
         f.flush()
