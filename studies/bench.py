@@ -29,7 +29,9 @@ Cross-tuning halves the extra over a run: (1 + r) / 2, e.g. 1.33 for GA.
 --parts times the pieces of each GA and AA step apart, in the same rounds: the attribution (steps 1-2), the
 masks (step 3, from scores at hand) and the masked step (step 4 with the backward and AdamW); what the whole
 step takes beyond their sum is printed as the rest (on a GPU, where the 0.3 of a compiled plain step beyond the
-floor goes: RESULTS.md, Other ways to find b^[idx]).
+floor goes: RESULTS.md, Other ways to find b^[idx]). --kernel sort|bisect (with --compile, on a GPU) times each
+compiled GA and AA step, and the masks, once more with the masks built by studies/mask_kernel.py's hand-written
+Triton kernel, in the same rounds.
 
 Last, the data pipeline: examples per second of tokenising and of batching RTE's (else SST-2's) training
 set, beside a training step's. --json PATH writes every figure as JSON as well; the tables are printed
