@@ -56,3 +56,34 @@ def test_the_kernel_compiles_to_machine_code_for_a_gpu(arch, capsys):
     per_row = {(way, int(r), int(w)): int(row) for way, r, w, _, _, _, row in shapes}
     for way in ("kernel-sort", "kernel-bisect"):
         assert per_row[way, 2, 1] < per_row[way, 4, 4], out
+
+
+def test_torch_sees_the_kernel_write_its_mask_alone(monkeypatch):
+    """torch.compile reads which tensors a Triton kernel writes from its TTIR; a tensor it cannot tell about it
+    takes as written, and copies it first to keep the input whole: on a GPU that would be a copy of every layer's
+    scores in each step, charged to the kernel. Given a GPU's target (named only: the analysis compiles to TTIR,
+    which needs no GPU), both ways must be found to write the mask alone and to read the scores, the attention
+    mask and the seeds."""
+    triton = need_triton()
+    import torch
+    from triton.backends.compiler import GPUTarget
+    from torch._higher_order_ops.triton_kernel_wrap import identify_accessed_tensors
+    sys.path.insert(0, str(HERE))
+    import mask_kernel
+
+    class Hopper:  # a driver that only names its target
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
+        def get_active_torch_device(self):
+            return torch.device("cpu")
+
+    monkeypatch.setattr(triton.runtime.driver, "_active", Hopper())
+    B, H, T = 2, 2, 128
+    kwargs = dict(s_ptr=torch.randn(B, H, T, T), am_ptr=torch.ones(B, T, dtype=torch.long),
+                  out_ptr=torch.empty(B, H, T, T, dtype=torch.bool), seeds_ptr=torch.zeros(2, dtype=torch.long), layer=0,
+                  q=0.1, R=B * H * T, H=H, T=T, KEEP=300000, LOW=False, ROWS=2, BLOCK_T=128)
+    for bisect in (False, True):
+        seen = identify_accessed_tensors(mask_kernel._masks_kernel, {**kwargs, "BISECT": bisect}, {}).read_writes
+        assert [d.name for d in seen.writes] == ["out_ptr"], seen.writes
+        assert sorted(d.name for d in seen.reads) == ["am_ptr", "s_ptr", "seeds_ptr"], seen.reads
