@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Development only: what a GPU session measures of the compiled masks and step, in one call of the device tool, after
-# `bash .ci/gpu_kit.sh` here: run(command="bash .ci/gpu_run.sh", carry=[".gpu"], timeout_s=580). Every output goes to
+# `bash .ci/gpu_kit.sh` here: run(command="bash .ci/gpu_run.sh", carry=[".gpu"], timeout_s=600). Every output goes to
 # $OUT (studies/results/ takes it from there). Each step runs under a time limit, with Python's stacks printed
 # if it stalls (SIGABRT, PYTHONFAULTHANDLER), so that one stall cannot spend the others' time.
 #   1. the masks alone, 12 layers of BERT-base's shape: train.py's (inductor's sort) beside the hand-written
