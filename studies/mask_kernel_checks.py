@@ -2,8 +2,8 @@
 The checks of studies/mask_kernel.py, the hand-written Triton kernel for a GPU's masks, on a CPU: Triton's
 interpreter runs the kernel's own code on numpy. Its masks must equal addrop.drop_mask's wherever the coins do
 not enter (q = 1), by both ways of finding b^[idx], on rows built to break a threshold; its coins must fall on
-candidates only, fairly; and torch.compile must take its launches into one graph (fullgraph=True), as
-addrop.layer_masks' compiled path does.
+candidates only, fairly; and dynamo must capture its launches in one graph (fullgraph=True), as torch.compile
+takes addrop.layer_masks' compiled path.
 
 test_mask_kernel.py runs this file with pytest in a process of its own, with TRITON_INTERPRET=1 set before triton
 is first imported (triton.jit reads it then, for Triton's own library too): a test process may already hold
@@ -32,7 +32,7 @@ def test_the_kernel_runs_in_the_interpreter():
 
 def hard_rows():
     """Two layers' scores (3, 2, 12, 12), T = 12 not a power of two (the kernel pads its keys to 16), and
-    attention masks with a full row, right padding, one real key, and a left-padded row. The scores
+    attention masks with a full row, right padding, and one real key amid padding on both sides. The scores
     include ties across the threshold, -0.0 beside 0.0, float32's ends (+-3.4e38) and its least
     subnormals (+-1e-45)."""
     g = torch.Generator().manual_seed(0)
