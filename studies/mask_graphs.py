@@ -146,7 +146,7 @@ def machine_code(arch, L, B):
                   f"instructions a warp, {n * warps / rows:5.0f} a row, {L * B * H * T * n * warps / rows / 1e9:.2f} G in all", flush=True)
 
 
-def build(name, scores, am, rows=2, warps=1):
+def build(name, scores, am, rows=None, warps=1):
     """The way `name` (WAYS) as a call of no arguments that builds all layers' masks."""
     L = len(scores)
     if name in KERNELS:  # compiled as addrop.layer_masks compiles its path, the kernel's launches in its graph
@@ -166,7 +166,8 @@ def main(argv=None):
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--ways", default=None, help="which ways, comma-separated: " + ", ".join(WAYS) +
                     " (default: all; on a CPU all but the kernel ways)")
-    ap.add_argument("--rows", type=int, default=2, help="the kernel ways' rows per program, a power of two (default 2)")
+    ap.add_argument("--rows", type=int, default=None, help="the kernel ways' rows per program, a power of two (default: "
+                    "8 keys a thread on one warp, 2 rows at T = 128)")
     ap.add_argument("--warps", type=int, default=1, help="the kernel ways' warps per program, a power of two (default 1)")
     ap.add_argument("--machine-code", action="store_true", help="no timing, no GPU: the kernel's registers and "
                     "instructions as Triton compiles it for a GPU of compute capability --arch, for a few shapes")
@@ -186,7 +187,7 @@ def main(argv=None):
             ap.error(f"--ways: {w} runs a Triton kernel, which needs --device cuda (studies/test_mask_kernel.py "
                      "checks it on a CPU in Triton's interpreter)")
     for flag in ("rows", "warps"):
-        if getattr(args, flag) < 1 or getattr(args, flag) & (getattr(args, flag) - 1):
+        if getattr(args, flag) is not None and (getattr(args, flag) < 1 or getattr(args, flag) & (getattr(args, flag) - 1)):
             ap.error(f"--{flag}: {getattr(args, flag)} is not a power of two")
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("studies/mask_graphs.py: no CUDA GPU here (--device cpu runs it in miniature)")
@@ -214,7 +215,7 @@ def main(argv=None):
         if name in KERNELS:
             t0 = time.perf_counter()
             same = kernel_is_drop_mask(name, scores, am, args.rows, args.warps)
-            print(f"{name}: its masks at q = 1 equal drop_mask's: {same} ({args.rows} rows on {args.warps} warps, "
+            print(f"{name}: its masks at q = 1 equal drop_mask's: {same} ({args.rows or 'default'} rows on {args.warps} warps, "
                   f"Triton compiled in {time.perf_counter() - t0:.0f} s)", flush=True)
         t0 = time.perf_counter()
         ways[name] = build(name, scores, am, args.rows, args.warps)

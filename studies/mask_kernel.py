@@ -71,12 +71,19 @@ def _masks_kernel(s_ptr, am_ptr, out_ptr, seeds_ptr, layer, q, R, H, T, KEEP: tl
     tl.store(out_ptr + offs, drop & ~lost[:, None], mask=inside)
 
 
-def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=2, warps=1):
+def default_rows(T):
+    """Rows a program by default: 8 keys a thread on one warp (2 rows at T = 128, one from T = 256). At T = 512
+    two rows took 168-236 registers a thread against one row's 95-113 (machine_code, sm_90), and the more a
+    thread holds, the fewer threads a GPU runs at once."""
+    return max(1, 256 // triton.next_power_of_2(T))
+
+
+def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=None, warps=1):
     """addrop.layer_masks' compiled path by the kernel: scores a list of L layers' (B, H, T, T) attribution,
     attention_mask (B, T) 1 real, 0 padding, p, q, low as in addrop.drop_mask. Returns a tuple of L bool masks
     (B, H, T, T), True where dropped. bisect: find b^[idx] by bisection instead of the sort; rows: rows per
-    program, a power of two; warps: Triton's num_warps. Each layer draws its own seed from torch's stream.
-    The default, 2 rows on one warp, keeps each row's counts and exchanges inside a warp: spread over 4 warps
+    program, a power of two (None: default_rows); warps: Triton's num_warps. Each layer draws its own seed from torch's stream.
+    The default, 2 rows on one warp at T = 128, keeps each row's counts and exchanges inside a warp: spread over 4 warps
     they pass through shared memory, behind barriers, and the machine code runs 1.4-2x the instructions a row
     (mask_graphs.py --machine-code)."""
     B, H, T, _ = scores[0].size()
@@ -85,6 +92,7 @@ def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=2, 
     keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6, as drop_mask
     if q == 0 or keep == 10**6:  # nothing is dropped, no coin flips are drawn
         return tuple(torch.zeros(B, H, T, T, dtype=torch.bool, device=s.device) for s in scores)
+    rows = rows or default_rows(T)
     am = attention_mask.contiguous()
     seeds = torch.randint(2**31 - 1, (len(scores),), device=am.device)
     out = []
@@ -97,13 +105,13 @@ def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=2, 
     return tuple(out)
 
 
-def stacked(bisect=False, rows=2, warps=1):
+def stacked(bisect=False, rows=None, warps=1):
     """kernel_masks with addrop._stacked_masks' signature (scores, attention_mask, p, q, low), to stand in for
     it: bench.py --kernel swaps it in for the length of a step."""
     return lambda scores, attention_mask, p, q, low: kernel_masks(scores, attention_mask, p, q, low, bisect, rows, warps)
 
 
-def machine_code(bisect=False, rows=2, warps=1, arch=90, low=False, scores="*fp32", T=128):
+def machine_code(bisect=False, rows=None, warps=1, arch=90, low=False, scores="*fp32", T=128):
     """The kernel as Triton compiles it for a CUDA GPU of compute capability arch (80: A100; 90: H100, H200),
     through its IRs to PTX and a cubin: no GPU is needed. scores: the scores' pointer type (*fp32, *bf16)."""
     from triton.backends.compiler import GPUTarget
@@ -112,7 +120,8 @@ def machine_code(bisect=False, rows=2, warps=1, arch=90, low=False, scores="*fp3
     kernel = JITFunction(getattr(_masks_kernel, "fn", _masks_kernel))  # not the interpreter's, if that is on
     signature = {"s_ptr": scores, "am_ptr": "*i64", "out_ptr": "*i1", "seeds_ptr": "*i64", "layer": "i32", "q": "fp32",
                  "R": "i32", "H": "i32", "T": "i32", **dict.fromkeys(("KEEP", "LOW", "BISECT", "ROWS", "BLOCK_T"), "constexpr")}
-    constexprs = {"KEEP": 300000, "LOW": low, "BISECT": bisect, "ROWS": rows, "BLOCK_T": triton.next_power_of_2(T)}
+    constexprs = {"KEEP": 300000, "LOW": low, "BISECT": bisect, "ROWS": rows or default_rows(T),
+                  "BLOCK_T": triton.next_power_of_2(T)}
     return triton.compile(ASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": warps})
 
