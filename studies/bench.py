@@ -298,7 +298,7 @@ def build(args):
     device = settings.pick_device(args.device, 0)  # refuses a bad --device by name
     if args.kernel and device.type != "cuda":
         sys.exit(f"error: --kernel runs a Triton kernel, which needs a CUDA GPU (here: {device}); "
-                 "studies/test_mask_kernel.py checks it on a CPU in Triton's interpreter")
+                 "studies/mask_kernel_checks.py checks it on a CPU in Triton's interpreter")
     if args.kernel:
         try:
             import mask_kernel  # only here: it needs the triton package, and a GPU to run

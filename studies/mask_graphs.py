@@ -17,8 +17,8 @@ studies/mask_kernel.py's hand-written Triton kernel, b^[idx] by the sort or by b
 and a launch per layer (--rows rows per program on --warps warps), checked equal to drop_mask's masks at q = 1.
 
 Needs a CUDA GPU (--device cpu runs it in miniature, without the kernel ways). --machine-code needs none: it
-prints the kernel's registers and instructions as Triton compiles it for a GPU (--arch), for a few shapes. RESULTS.md (Compiled and sync-free; Other ways to find
-b^[idx]) gives what GPUs printed: on two H200s bisect took 1.16x the sort, and sort-max, which inductor fuses
+prints the kernel's registers and instructions as Triton compiles it for a GPU (--arch), for a few shapes.
+RESULTS.md (Compiled and sync-free; Other ways to find b^[idx]) gives what GPUs printed: on two H200s bisect took 1.16x the sort, and sort-max, which inductor fuses
 into one kernel, 0.96x, so layer_masks keeps the sort.
 """
 import argparse, functools, re, statistics, sys, time, torch
@@ -184,11 +184,11 @@ def main(argv=None):
         if w not in WAYS:
             ap.error(f"--ways: unknown way {w!r}; choose from " + ", ".join(WAYS))
         if w in KERNELS and args.device != "cuda":
-            ap.error(f"--ways: {w} runs a Triton kernel, which needs --device cuda (studies/test_mask_kernel.py "
+            ap.error(f"--ways: {w} runs a Triton kernel, which needs --device cuda (studies/mask_kernel_checks.py "
                      "checks it on a CPU in Triton's interpreter)")
-    for flag in ("rows", "warps"):
-        if getattr(args, flag) is not None and (getattr(args, flag) < 1 or getattr(args, flag) & (getattr(args, flag) - 1)):
-            ap.error(f"--{flag}: {getattr(args, flag)} is not a power of two")
+    for flag, n in (("rows", args.rows), ("warps", args.warps)):
+        if n is not None and (n < 1 or n & (n - 1)):
+            ap.error(f"--{flag}: {n} is not a power of two")
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("studies/mask_graphs.py: no CUDA GPU here (--device cpu runs it in miniature)")
     B, L = args.batch_size, args.layers

@@ -111,18 +111,23 @@ def stacked(bisect=False, rows=None, warps=1):
     return lambda scores, attention_mask, p, q, low: kernel_masks(scores, attention_mask, p, q, low, bisect, rows, warps)
 
 
+def jit_kernel():
+    """The kernel as Triton compiles it for a GPU, also where TRITON_INTERPRET=1 made _masks_kernel the
+    interpreter's (the checks): machine_code compiles it, and dynamo traces only this kind."""
+    from triton.runtime.jit import JITFunction
+    return _masks_kernel if isinstance(_masks_kernel, JITFunction) else JITFunction(_masks_kernel.fn)
+
+
 def machine_code(bisect=False, rows=None, warps=1, arch=90, low=False, scores="*fp32", T=128):
     """The kernel as Triton compiles it for a CUDA GPU of compute capability arch (80: A100; 90: H100, H200),
     through its IRs to PTX and a cubin: no GPU is needed. scores: the scores' pointer type (*fp32, *bf16)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
-    kernel = JITFunction(getattr(_masks_kernel, "fn", _masks_kernel))  # not the interpreter's, if that is on
     signature = {"s_ptr": scores, "am_ptr": "*i64", "out_ptr": "*i1", "seeds_ptr": "*i64", "layer": "i32", "q": "fp32",
                  "R": "i32", "H": "i32", "T": "i32", **dict.fromkeys(("KEEP", "LOW", "BISECT", "ROWS", "BLOCK_T"), "constexpr")}
     constexprs = {"KEEP": 300000, "LOW": low, "BISECT": bisect, "ROWS": rows or default_rows(T),
                   "BLOCK_T": triton.next_power_of_2(T)}
-    return triton.compile(ASTSource(kernel, signature, constexprs), target=GPUTarget("cuda", arch, 32),
+    return triton.compile(ASTSource(jit_kernel(), signature, constexprs), target=GPUTarget("cuda", arch, 32),
                           options={"num_warps": warps})
 
 

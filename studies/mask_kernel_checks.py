@@ -107,9 +107,8 @@ def test_compile_takes_every_launch_into_one_graph(monkeypatch):
     dynamo handles Triton kernels only when it believes a GPU could run them (has_triton), so that check is
     set true, the kernel is compiled Triton's (a JITFunction of its code, not the interpreter's), and the
     backend stops at the graph it is handed: it runs nothing."""
-    from triton.runtime.jit import JITFunction
     monkeypatch.setattr("torch.utils._triton.has_triton", lambda: True)
-    monkeypatch.setattr(mask_kernel, "_masks_kernel", JITFunction(mask_kernel._masks_kernel.fn))
+    monkeypatch.setattr(mask_kernel, "_masks_kernel", mask_kernel.jit_kernel())
 
     class Traced(Exception):
         pass

@@ -217,9 +217,11 @@ def test_mask_graphs_runs_in_miniature(capsys):
     for way in [w for w in mask_graphs.WAYS if w not in mask_graphs.KERNELS]:  # those: test_mask_kernel.py
         assert f"{way}: compiled and warmed up in" in out and re.search(rf"^{way} +median [0-9.]+ ms", out, re.M), out
     assert "kernel-" not in out  # a CPU's default leaves out the Triton kernel
-    for ways, says in (("bisect,sort", "unknown way 'sort'"), ("kernel-bisect", "kernel-bisect runs a Triton kernel")):
+    for flags, says in ((["--ways", "bisect,sort"], "unknown way 'sort'"),
+                        (["--ways", "kernel-bisect"], "kernel-bisect runs a Triton kernel"),
+                        (["--rows", "3"], "--rows: 3 is not a power of two"), (["--warps", "0"], "--warps: 0 is not")):
         with pytest.raises(SystemExit):
-            mask_graphs.main(["--device", "cpu", "--ways", ways])
+            mask_graphs.main(["--device", "cpu", *flags])
         assert says in capsys.readouterr().err
 
 
