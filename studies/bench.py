@@ -296,14 +296,7 @@ def build(args):
     """The model, its optimizer and one batch on the device, and every step to time by name: the methods, F
     (one forward), the masks alone, and Hugging Face's steps. Returns (device, weights, net, names, steps, hf)."""
     device = settings.pick_device(args.device, 0)  # refuses a bad --device by name
-    if args.kernel and device.type != "cuda":
-        sys.exit(f"error: --kernel runs a Triton kernel, which needs a CUDA GPU (here: {device}); "
-                 "studies/mask_kernel_checks.py checks it on a CPU in Triton's interpreter")
-    if args.kernel:
-        try:
-            import mask_kernel  # only here: it needs the triton package, and a GPU to run
-        except ImportError as e:
-            sys.exit(f"error: --kernel needs the triton package ({e}); pip install triton")
+    kernel = args.kernel and kernel_module(device)  # refused before any model is built
     torch.manual_seed(args.seed)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -335,25 +328,10 @@ def build(args):
     if parts:
         steps["masked-all"] = partial(masked_step, net, opt, batch, all_masks)
     steps.update({k: partial(masks_only, batch, scores, k) for k in MASKS})
-    if args.compile:  # a copy of the model, compiled as train.py --compile compiles it, beside the eager one
-        net_c = copy.deepcopy(net)
-        train.compile_model(net_c, "inductor", device)
-        opt_c = train.adamw(net_c, 1e-5, 0.01)
-        for n in [n for n in names if not n.startswith("iga")]:  # IGA runs its layers eagerly (addrop.py)
-            attribution, spec, _ = METHODS[n]
-            steps[n + "+c"] = partial(our_step, net_c, opt_c, batch, attribution,
-                                      spec and settings.parse_layers(spec, L), "inductor")
-        for n in parts:
-            steps[n + ":attribution+c"] = partial(attribution_only, net_c, batch, METHODS[n][0],
-                                                  settings.parse_layers(METHODS[n][1], L), "inductor")
-        if parts:
-            steps["masked-all+c"] = partial(masked_step, net_c, opt_c, batch, all_masks, "inductor")
-        steps["forward+c"] = partial(forward, net_c, batch, "inductor")  # the floor of a compiled step counts these
-        steps["drop_mask+c"] = partial(masks_only, batch, scores, "drop_mask", "inductor")
-        steps["random_mask+c"] = partial(masks_only, batch, scores, "random_mask", "inductor")
-        steps["drop_mask/layer+c"] = partial(masks_only, batch, scores, "drop_mask/layer", "inductor")
-    if args.kernel:
-        masks = mask_kernel.stacked(bisect=args.kernel == "bisect")
+    if args.compile:
+        steps.update(compiled_steps(net, batch, names, parts, all_masks, scores, device))
+    if kernel:
+        masks = kernel.stacked(bisect=args.kernel == "bisect")
         for n in [n for n in steps if n.endswith("+c") and METHODS.get(n[:-2], "-")[0] in ("ga", "aa")] + ["drop_mask+c"]:
             steps[n[:-2] + "/kernel+c"] = partial(with_kernel, steps[n], masks)
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
@@ -361,6 +339,41 @@ def build(args):
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
           f"p={P} q={Q} (RTE), IGA m={M_IG}")
     return device, weights, net, names, steps, hf
+
+
+def kernel_module(device):
+    """--kernel: studies/mask_kernel.py, or a stop that says why not (no CUDA GPU, no triton package)."""
+    if device.type != "cuda":
+        sys.exit(f"error: --kernel runs a Triton kernel, which needs a CUDA GPU (here: {device}); "
+                 "studies/mask_kernel_checks.py checks it on a CPU in Triton's interpreter")
+    try:
+        import mask_kernel  # only here: it needs the triton package, and a GPU to run
+    except ImportError as e:
+        sys.exit(f"error: --kernel needs the triton package ({e}); pip install triton")
+    return mask_kernel
+
+
+def compiled_steps(net, batch, names, parts, all_masks, scores, device):
+    """--compile: the steps of build on a copy of the model compiled as train.py --compile compiles it
+    (NAME+c), beside the eager ones, and what their floors count (forward+c, the masks compiled)."""
+    L = net.cfg.num_hidden_layers
+    net_c = copy.deepcopy(net)
+    train.compile_model(net_c, "inductor", device)
+    opt_c = train.adamw(net_c, 1e-5, 0.01)
+    steps = {}
+    for n in [n for n in names if not n.startswith("iga")]:  # IGA runs its layers eagerly (addrop.py)
+        attribution, spec, _ = METHODS[n]
+        steps[n + "+c"] = partial(our_step, net_c, opt_c, batch, attribution, spec and settings.parse_layers(spec, L),
+                                  "inductor")
+    for n in parts:
+        steps[n + ":attribution+c"] = partial(attribution_only, net_c, batch, METHODS[n][0],
+                                              settings.parse_layers(METHODS[n][1], L), "inductor")
+    if parts:
+        steps["masked-all+c"] = partial(masked_step, net_c, opt_c, batch, all_masks, "inductor")
+    steps["forward+c"] = partial(forward, net_c, batch, "inductor")  # the floor of a compiled step counts these
+    for kind in ("drop_mask", "random_mask", "drop_mask/layer"):
+        steps[kind + "+c"] = partial(masks_only, batch, scores, kind, "inductor")
+    return steps
 
 
 def summarise(names, L, times, mems, ratios, syncs, mfu):

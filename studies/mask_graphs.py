@@ -161,6 +161,23 @@ def build(name, scores, am, rows=None, warps=1):
     return lambda: f(scores, am)
 
 
+def chosen_ways(ap, args):
+    """The names of --ways (default: all, on a CPU all but the kernel ways); a bad way, a kernel way off a GPU
+    or a --rows/--warps that is not a power of two stops with a message that names it."""
+    chosen = args.ways or ",".join(w for w in WAYS if args.device == "cuda" or w not in KERNELS)
+    names = [w.strip() for w in chosen.split(",") if w.strip()]
+    for w in names:
+        if w not in WAYS:
+            ap.error(f"--ways: unknown way {w!r}; choose from " + ", ".join(WAYS))
+        if w in KERNELS and args.device != "cuda":
+            ap.error(f"--ways: {w} runs a Triton kernel, which needs --device cuda (studies/mask_kernel_checks.py "
+                     "checks it on a CPU in Triton's interpreter)")
+    for flag, n in (("rows", args.rows), ("warps", args.warps)):
+        if n is not None and (n < 1 or n & (n - 1)):
+            ap.error(f"--{flag}: {n} is not a power of two")
+    return names
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=12)
@@ -178,17 +195,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.machine_code:
         return machine_code(args.arch, args.layers, args.batch_size)
-    chosen = args.ways or ",".join(w for w in WAYS if args.device == "cuda" or w not in KERNELS)
-    names = [w.strip() for w in chosen.split(",") if w.strip()]
-    for w in names:
-        if w not in WAYS:
-            ap.error(f"--ways: unknown way {w!r}; choose from " + ", ".join(WAYS))
-        if w in KERNELS and args.device != "cuda":
-            ap.error(f"--ways: {w} runs a Triton kernel, which needs --device cuda (studies/mask_kernel_checks.py "
-                     "checks it on a CPU in Triton's interpreter)")
-    for flag, n in (("rows", args.rows), ("warps", args.warps)):
-        if n is not None and (n < 1 or n & (n - 1)):
-            ap.error(f"--{flag}: {n} is not a power of two")
+    names = chosen_ways(ap, args)
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("studies/mask_graphs.py: no CUDA GPU here (--device cpu runs it in miniature)")
     B, L = args.batch_size, args.layers
