@@ -74,12 +74,12 @@ def test_bf16_masks_moves_a_few_positions_of_minilm(capsys):
         assert 0.95 < r[name] < 1, (name, r[name])
 
 
-@pytest.mark.parametrize("methods", [None, "ga-first"])
-def test_the_script_runs_from_the_repository_root(tiny, tmp_path, methods):
+@pytest.mark.parametrize("methods,compiled", [(None, False), ("ga-first", False), ("ga-first", True)])
+def test_the_script_runs_from_the_repository_root(tiny, tmp_path, methods, compiled):
     """`python studies/bench.py` with the smallest options (one timed round, no warm-up, batch 2 x 8, the
     installed MiniLM) exits 0 with no traceback and writes its JSON: every method's ratio, and the data
     benchmark over the 8 hand-made RTE rows; with --methods, those methods and plain (the data line reports
-    whichever training rates were timed)."""
+    whichever training rates were timed); with --compile also each compiled (NAME+c), its parts included."""
     try:
         checkpoint.default_weights_dir()
     except checkpoint.WeightsError as e:
@@ -88,14 +88,17 @@ def test_the_script_runs_from_the_repository_root(tiny, tmp_path, methods):
     cmd = [sys.executable, "studies/bench.py", "--steps", "1", "--warmup", "0", "--skip-iga", "--no-hf",
            "--batch-size", "2", "--seq-len", "8", "--threads", "1", "--data-dir", str(tiny / "glue"), "--json", str(out)]
     cmd += ["--methods", methods, "--parts"] if methods else []
+    cmd += ["--compile"] if compiled else []
     r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     result = json.loads(out.read_text())
-    assert set(result["methods"]) == ({"plain", methods} if methods else {"plain", "ga-first", "ga-all", "aa-all", "rd-all"})
+    names = {"plain", methods} if methods else {"plain", "ga-first", "ga-all", "aa-all", "rd-all"}
+    names |= {n + "+c" for n in names} if compiled else set()
+    assert set(result["methods"]) == names
     assert all(math.isfinite(m["ratio"]) and m["ratio"] > 0 for m in result["methods"].values())
     assert result["data"]["examples"] == 8 and result["data"]["task"] == "rte"
-    assert set(result["parts"]) == ({methods} if methods else set())  # --parts: the method's parts, each timed
+    assert set(result["parts"]) == ({methods} | ({methods + "+c"} if compiled else set()) if methods else set())
     for r in result["parts"].values():
         assert all(math.isfinite(r[k]) and r[k] > 0 for k in ("attribution", "masks", "masked step")), r
 
