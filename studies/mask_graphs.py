@@ -89,7 +89,8 @@ def timed(ways, dev, rounds=15):
                 f()
                 sync()
             ks = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
-            print(f"{k}: {sum(e.count for e in ks)} kernels; longest: " +
+            print(f"{k}: {sum(e.count for e in ks)} kernels, {sum(e.device_time_total for e in ks):.0f} us of GPU "
+                  "time in all; longest: " +
                   "; ".join(f"{e.key[:60]} {e.device_time_total / e.count:.0f} us" for e in ks[:3]), flush=True)
 
 

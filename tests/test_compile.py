@@ -11,6 +11,7 @@ same numbers as eager) proves the path sync-free without a GPU.
     python -m pytest -q test_compile.py
 """
 
+import contextlib
 import copy
 import signal
 
@@ -139,6 +140,42 @@ def test_compiled_attribution_equals_eager(token_level):
         scale = max(w.abs().max().item() for w in want.values())
         assert scale > 0 and max((got[l] - want[l]).abs().max().item() for l in want) <= 1e-6 * scale, method
     assert all(w.grad is None and w.requires_grad for w in compiled.parameters())
+
+
+def test_the_compiled_attribution_computes_no_parameter_gradient(monkeypatch):
+    """A compiled model's backward is built before anyone asks for a gradient: AOTAutograd differentiates with
+    respect to every input that needs one, the parameters too, unless addrop._frozen turns them off for the
+    attribution pass. The backward graph GA's attribution runs returns the probes' gradients (one per layer
+    asked for) and nothing else, and has half the matrix products that the backward with every parameter's
+    gradient has (26 against 52 here: each linear layer's weight gradient is one more)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def backward_graph(frozen):
+        graphs = []
+
+        def run_as_traced(gm, inputs):
+            return make_boxed_func(gm.forward)
+
+        def keep_backward(gm, inputs):
+            graphs.append(gm)
+            return run_as_traced(gm, inputs)
+
+        net = tiny()
+        net.compile(backend=aot_autograd(fw_compiler=run_as_traced, bw_compiler=keep_backward), fullgraph=True)
+        with monkeypatch.context() as m:
+            if not frozen:
+                m.setattr(addrop, "_frozen", lambda model: contextlib.nullcontext())
+            addrop.attribute(net, tiny_batch(), [0, 1, 2], "ga")
+        (graph,) = graphs
+        outputs = next(n for n in graph.graph.nodes if n.op == "output").args[0]
+        products = [n for n in graph.graph.nodes if n.op == "call_function" and "mm" in str(n.target)]
+        return sum(o is not None for o in outputs), len(products)
+
+    (grads, products), (grads_all, products_all) = backward_graph(True), backward_graph(False)
+    assert grads == 3  # the probes of layers 0, 1, 2
+    assert grads_all > 3 + 2 * 3 * 6  # every weight and bias of the 3 layers' 6 linear maps, and more
+    assert products * 2 == products_all
 
 
 def test_a_compiled_addrop_step_trains_as_the_eager_one():
