@@ -11,11 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from support import checkpoint
 import compare
 import confirm
 import experiments
-import model as modeling
 from support import settings
 import sweep
 

@@ -9,13 +9,10 @@ import math
 
 import pytest
 
-from support import checkpoint
 import compare
 import experiments
 import fewshot
-import model as modeling
 from support import settings
-from sweep import Run
 
 
 # slow: whole scripts run as a user runs them; `python -m pytest -q -m slow` runs these (pytest.ini)
