@@ -1268,7 +1268,9 @@ def test_step_leaves_no_gradient_from_the_attribution():
     """Lesson 20. The attribution differentiates with respect to the attention maps only: it leaves no gradient
     on any parameter (a .backward() of F would, and the optimizer would then step on F's gradient as well as the
     loss's). After the step, before the loss is backpropagated, every .grad is still None; after it, each
-    parameter's gradient is the real step's, to 1e-12 (same seed)."""
+    parameter's gradient is the real step's, to 1e-12 (same seed). Two faults would make those gradients differ
+    for another reason, and this test names them first: the loss taken on other labels than the gold ones, and
+    the masks drawn in another order of the layers than `layers` lists (which lesson 21 checks in full)."""
     net, batch = tiny_model(), padded_batch()
     net.train()
     net.zero_grad(set_to_none=True)
