@@ -238,6 +238,9 @@ def _check_combinations(args, bad):
         bad(f"--ood paws: PAWS is paraphrase identification; use it with --task mrpc or qqp, not {args.task}")
     if args.shots_holdout and not args.shots:
         bad("--shots-holdout: holds out K examples per class of a --shots K run; pass --shots K")
+    if args.shots and args.limit:
+        bad(f"--shots {args.shots} and --limit {args.limit}: both choose the training examples (K per class, or N "
+            "in all); pass one")
     if args.shots_holdout and args.holdout:
         bad("--shots-holdout and --holdout: choose one way to hold out the examples that pick the epoch")
     if args.dev_once and not (args.holdout or args.shots_holdout):

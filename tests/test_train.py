@@ -720,6 +720,7 @@ def test_a_run_records_its_threads_and_openmp_settings(setup, tmp_path):
     (["--save-every", "ten"], "argument --save-every: 'ten': a number of steps (500) or of minutes (10m)"),
     (["--shots-holdout"], "--shots-holdout: holds out K examples per class of a --shots K run; pass --shots K"),
     (["--shots", "8", "--shots-holdout", "--holdout", "0.2"], "--shots-holdout and --holdout: choose one"),
+    (["--shots", "8", "--limit", "100"], "--shots 8 and --limit 100: both choose the training examples"),
     (["--dev-once"], "--dev-once: dev must not pick the epoch it is scored at"),
     (["--tie-break", "last"], "argument --tie-break: invalid choice: 'last'"),
     (["--compile", "tensorrt-nope"], "--compile 'tensorrt-nope': not a torch.compile backend"),
