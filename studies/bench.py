@@ -29,9 +29,10 @@ Cross-tuning halves the extra over a run: (1 + r) / 2, e.g. 1.33 for GA.
 --parts times the pieces of each GA and AA step apart, in the same rounds: the attribution (steps 1-2), the
 masks (step 3, from scores at hand) and the masked step (step 4 with the backward and AdamW); what the whole
 step takes beyond their sum is printed as the rest (on a GPU, where the 0.3 of a compiled plain step beyond the
-floor goes: RESULTS.md, Other ways to find b^[idx]). --kernel sort|bisect (with --compile, on a GPU) times each
-compiled GA and AA step, and the masks, once more with the masks built by studies/mask_kernel.py's hand-written
-Triton kernel, in the same rounds.
+floor goes: RESULTS.md, Other ways to find b^[idx]). Beside them it prints the attribution's and the masked step's
+FLOPs as torch counts them, x a plain step's, and so the rate at which the attribution runs its products.
+--kernel sort|bisect (with --compile, on a GPU) times each compiled GA and AA step, and the masks, once more with
+the masks built by studies/mask_kernel.py's hand-written Triton kernel, in the same rounds.
 
 Last, the data pipeline: examples per second of tokenising and of batching RTE's (else SST-2's) training
 set, beside a training step's. --json PATH writes every figure as JSON as well; the tables are printed
@@ -65,7 +66,7 @@ from support import checkpoint
 import data
 import model as modeling
 from bf16_masks import bf16_masks  # --bf16-masks (bf16_masks.py)
-from timing import host_syncs, matmul_peak, model_flops, neighbour, time_rounds  # how it measures (timing.py)
+from timing import counted_flops, host_syncs, matmul_peak, model_flops, neighbour, time_rounds  # how it measures (timing.py)
 from support import settings
 import train
 
@@ -437,8 +438,9 @@ def print_methods(rows, med, ratio, L, device):
               + (f" | {r['x_plain']:11.2f} | {r['host_syncs']:10} | {r['mfu']:.1%}" if gpu else ""))
     if any(not n.startswith("plain") and not r["pass"] and r["floor_here_masks"] > r["target"]
            for n, r in rows.items()):
-        print("FAIL*: even the floor here with the masks is above the target: no step could pass it on this machine, "
-              "whose forward is this costly against its plain step (RESULTS.md, Cost)")
+        print("FAIL*: even the floor here with the masks is above the target: the extra passes, each timed as this "
+              "machine's forward, already pass it. Such a step passes only if its extra passes run faster than the "
+              "forward timed alone (--parts shows at what rate they run: RESULTS.md, Cost)")
     print(f"masks of all {L} layers from scores at hand (Eq. 6-7): drop_mask {med['drop_mask']:.1f} ms "
           f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.1f} ms; "
           f"random_mask {med['random_mask']:.1f} ms ({ratio['random_mask']:.2f})")
@@ -448,11 +450,14 @@ def print_methods(rows, med, ratio, L, device):
               f"{med['drop_mask/layer+c']:.2f} ms, {ratio['drop_mask/layer+c']:.2f}")
 
 
-def print_parts(L, med, ratio):
+def print_parts(L, med, ratio, flops=None):
     """--parts: each GA and AA step (eager and compiled) as the sum of its parts, each timed apart and given as x
     the plain step of its kind (medians over the rounds): the attribution, the masks from scores at hand, the
     masked step with every layer's masks; the rest is what the whole step takes beyond those (the seams between
-    graphs, the count of dropped positions). Returns them by step name."""
+    graphs, the count of dropped positions). flops: counted_flops of the eager steps by name (plain, masked-all,
+    NAME:attribution), to give the attribution's and the masked step's FLOPs as x a plain step's beside their
+    times: where time runs above FLOPs, that part runs its products slower than a plain step does.
+    Returns them by step name."""
     out = {}
     for n in [n for n in med if n.endswith(":attribution") or n.endswith(":attribution+c")]:
         c = "+c" if n.endswith("+c") else ""
@@ -461,12 +466,20 @@ def print_parts(L, med, ratio):
         share = 1 if METHODS[base][1] == "all" else 1 / L  # the masks of one layer for ga-first
         part = {"attribution": ratio[n], "masks": ratio["drop_mask" + c] * share, "masked step": ratio["masked-all" + c]}
         out[whole] = {"x_plain": ratio[whole], "ms": med[whole], **part, "rest": ratio[whole] - sum(part.values())}
+        if flops:
+            out[whole]["flops"] = {"attribution": flops[base + ":attribution"] / flops["plain"],
+                                   "masked step": flops["masked-all"] / flops["plain"]}
     if out:
         print("\nparts, each timed apart, x the plain step of its kind (medians over the rounds; the masked step with "
               "every layer's masks, the rest what the whole step takes beyond its parts):")
     for n, r in out.items():
         print(f"  {n:10} {r['x_plain']:.2f} ({r['ms']:.1f} ms) = attribution {r['attribution']:.2f} + masks "
               f"{r['masks']:.2f} + masked step {r['masked step']:.2f} + the rest {r['rest']:+.2f}")
+        if "flops" in r:
+            f = r["flops"]
+            print(f"  {'':10} its FLOPs, x a plain step's: attribution {f['attribution']:.2f}, masked step "
+                  f"{f['masked step']:.2f} (the masks none): the attribution runs its products at "
+                  f"{f['attribution'] / r['attribution']:.2f} of a plain step's rate")
     return out
 
 
@@ -553,7 +566,8 @@ def benchmark(args):
           "MFU: those FLOPs per second over the peak, for every method (what it adds is not counted as useful)")
     med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
-    parts = print_parts(L, med, ratio)
+    flops_of = {n: counted_flops(steps[n]) for n in steps if n in ("plain", "masked-all") or n.endswith(":attribution")}
+    parts = print_parts(L, med, ratio, flops_of if "masked-all" in flops_of else None)
     kernel = print_kernel(args, med, ratios, syncs)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
               "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "forward_c_ms": med.get("forward+c"), "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},

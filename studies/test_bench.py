@@ -129,7 +129,8 @@ def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
 def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
     """--parts: with fixed times per step, each part is its own step's ratio to the plain step of its kind, the
     masks of ga-first one layer's share (1/L) of all layers' masks, and the rest the whole step less its parts:
-    ga-first 1.6 = 0.5 + 0.12 / 6 + 1.0 + 0.08; ga-all+c 2.0 = 0.5 + 0.1 + 1.0 + 0.4 (each over plain+c's 0.5)."""
+    ga-first 1.6 = 0.5 + 0.12 / 6 + 1.0 + 0.08; ga-all+c 2.0 = 0.5 + 0.1 + 1.0 + 0.4 (each over plain+c's 0.5).
+    With FLOPs given, each part's FLOPs over the plain step's, and the attribution's rate (FLOPs over time)."""
     seconds = {"plain": 1.0, "plain+c": 0.5, "ga-first": 1.6, "ga-first:attribution": 0.5, "masked-all": 1.0,
                "drop_mask": 0.12, "ga-all+c": 1.0, "ga-all:attribution+c": 0.25, "masked-all+c": 0.5, "drop_mask+c": 0.05}
     monkeypatch.setattr(timing, "timed", lambda step, device: (seconds[step], None))
@@ -137,12 +138,42 @@ def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
     times, _, ratios = bench.time_rounds(args, {n: n for n in seconds}, "cpu")
     med = {n: 1e3 * t[0] for n, t in times.items()}
     ratio = {n: r[0] if r else 1.0 for n, r in ratios.items()}
-    parts = bench.print_parts(6, med, ratio)
+    flops = {"plain": 3.0, "masked-all": 3.0, "ga-first:attribution": 2.0, "ga-all:attribution": 2.0}
+    parts = bench.print_parts(6, med, ratio, flops)
     assert set(parts) == {"ga-first", "ga-all+c"}
     for name, want in (("ga-first", (1.6, 0.5, 0.02, 1.0, 0.08)), ("ga-all+c", (2.0, 0.5, 0.1, 1.0, 0.4))):
         got = [parts[name][k] for k in ("x_plain", "attribution", "masks", "masked step", "rest")]
         assert got == pytest.approx(want, abs=1e-9), (name, got)
-    assert "ga-all+c   2.00 (1000.0 ms) = attribution 0.50 + masks 0.10 + masked step 1.00 + the rest +0.40" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "ga-all+c   2.00 (1000.0 ms) = attribution 0.50 + masks 0.10 + masked step 1.00 + the rest +0.40" in out
+    assert parts["ga-all+c"]["flops"] == {"attribution": pytest.approx(2 / 3), "masked step": 1.0}
+    assert ("its FLOPs, x a plain step's: attribution 0.67, masked step 1.00 (the masks none): the attribution runs "
+            "its products at 1.33 of a plain step's rate") in out  # 0.67 of the FLOPs in 0.50 of the time
+
+
+def test_a_plain_step_counts_three_forwards_of_products_and_the_attribution_two():
+    """counted_flops on bench's own steps, BERT-base's shape with random weights, batch 1 x 32 (the figures of
+    --parts, 'its FLOPs'): a plain step's products are 3 forwards' to 0.1% (its backward does each product twice,
+    for the input and for the weight); the masked step's are the plain step's exactly (the masks multiply
+    nothing); GA's attribution, a forward and a backward to the attention maps with no weight gradient, is 2/3
+    of a plain step to 1% (its backward does the T x T products twice, as a plain step's does, and stops at
+    layer 0's map, before its projections)."""
+    import model as modeling
+    import train
+    torch = bench.torch
+    torch.manual_seed(0)
+    cfg = modeling.Config()
+    net = modeling.Model(cfg, 2).train()
+    opt = train.adamw(net, 1e-5, 0.01)
+    b = bench.make_batch(cfg, 1, 32, "cpu", 0)
+    L = cfg.num_hidden_layers
+    masks = bench.addrop.addrop_masks(net, b, range(L), bench.P, bench.Q, "aa")
+    forward = timing.counted_flops(lambda: bench.forward(net, b))
+    plain = timing.counted_flops(lambda: bench.masked_step(net, opt, b, None))
+    masked = timing.counted_flops(lambda: bench.masked_step(net, opt, b, masks))
+    attribution = timing.counted_flops(lambda: bench.attribution_only(net, b, "ga", list(range(L))))
+    assert forward > 0 and plain / forward == pytest.approx(3, rel=1e-3) and masked == plain
+    assert attribution / plain == pytest.approx(2 / 3, rel=0.01)
 
 
 def test_kernel_rows_pair_each_compiled_step_with_its_kernel_twin(monkeypatch, capsys):

@@ -126,6 +126,15 @@ def matmul_peak(device, dtype):
     return 2 * n**3 / best
 
 
+def counted_flops(step):
+    """The FLOPs of one call of step as torch's FlopCounterMode counts them: its matrix products (mm, bmm,
+    addmm, attention), forward and backward, run eagerly (a compiled step runs the same products)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:
+        step()
+    return counter.get_total_flops()
+
+
 def model_flops(net, B, T):
     """FLOPs of one plain training step by the usual count (nanoGPT's, after PaLM's appendix B): 6 per
     parameter and token for the matmuls forward and backward, the embeddings (looked up, not multiplied)
