@@ -30,7 +30,8 @@ Cross-tuning halves the extra over a run: (1 + r) / 2, e.g. 1.33 for GA.
 masks (step 3, from scores at hand) and the masked step (step 4 with the backward and AdamW); what the whole
 step takes beyond their sum is printed as the rest (on a GPU, where the 0.3 of a compiled plain step beyond the
 floor goes: RESULTS.md, Other ways to find b^[idx]). Beside them it prints the attribution's and the masked step's
-FLOPs as torch counts them, x a plain step's, and so the rate at which the attribution runs its products.
+FLOPs as torch counts them, x a plain step's, and so the rate at which the attribution runs its products; on a
+GPU also each part's GPU time in one call (torch's profiler) against its wall time.
 --kernel sort|bisect (with --compile, on a GPU) times each compiled GA and AA step, and the masks, once more with
 the masks built by studies/mask_kernel.py's hand-written Triton kernel, in the same rounds.
 
@@ -66,7 +67,7 @@ from support import checkpoint
 import data
 import model as modeling
 from bf16_masks import bf16_masks  # --bf16-masks (bf16_masks.py)
-from timing import counted_flops, host_syncs, matmul_peak, model_flops, neighbour, time_rounds  # how it measures (timing.py)
+from timing import counted_flops, gpu_kernels, host_syncs, matmul_peak, model_flops, neighbour, time_rounds  # how it measures (timing.py)
 from support import settings
 import train
 
@@ -483,6 +484,17 @@ def print_parts(L, med, ratio, flops=None):
     return out
 
 
+def print_busy(steps, med, device):
+    """--parts on a GPU: for the plain step and each part, the kernels of one call (torch's profiler) and their GPU
+    time against the step's median wall time: where the GPU is busy less than the wall time, the step waits on
+    launches or the CPU."""
+    print("\nthe GPU's time in one call of each (torch's profiler; wall: the median over the rounds):")
+    for n in [n for n in steps if n.startswith(("plain", "forward", "masked-all")) or ":attribution" in n]:
+        count, ms, longest = gpu_kernels(steps[n], device)
+        print(f"  {n:24} {count:5} kernels, {ms:6.2f} ms of GPU time in {med[n]:6.2f} ms wall ({ms / med[n]:.0%} busy); "
+              f"longest: {longest[0][0][:50] if longest else '-'}")
+
+
 def print_kernel(args, med, ratios, syncs):
     """--kernel: each compiled step with the Triton kernel's masks (NAME/kernel+c) beside the same step as
     train.py runs it (NAME+c), ms and x a compiled plain step (median and the rounds' spread), and host syncs.
@@ -568,6 +580,8 @@ def benchmark(args):
     print_methods(rows, med, ratio, L, device)
     flops_of = {n: counted_flops(steps[n]) for n in steps if n in ("plain", "masked-all") or n.endswith(":attribution")}
     parts = print_parts(L, med, ratio, flops_of if "masked-all" in flops_of else None)
+    if parts and device.type == "cuda":
+        print_busy(steps, med, device)
     kernel = print_kernel(args, med, ratios, syncs)
     result = {"config": args.config, "device": str(device), "threads": torch.get_num_threads(), "B": B, "T": T, "L": L,
               "p": P, "q": Q, "m": M_IG, "forward_ms": med["forward"], "forward_c_ms": med.get("forward+c"), "masks_ms": {k: med[k] for k in med if k.split("+")[0] in MASKS + ("drop_mask/layer",)},

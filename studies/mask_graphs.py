@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import addrop
 from torch._inductor.utils import run_and_get_code
+from timing import gpu_kernels  # torch's profiler over one call (timing.py, bench.py's)
 
 P, Q, BATCH, H, T = 0.7, 0.1, 32, 12, 128  # BERT-base's shape, the RTE setting
 KEEP = round((1 - P) * 10**6)
@@ -85,13 +86,9 @@ def timed(ways, dev, rounds=15):
         print(f"{k:44} median {statistics.median(t):.3f} ms (rounds {min(t):.3f}-{max(t):.3f})", flush=True)
     if dev.type == "cuda":
         for k, f in ways.items():
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                f()
-                sync()
-            ks = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
-            print(f"{k}: {sum(e.count for e in ks)} kernels, {sum(e.device_time_total for e in ks):.0f} us of GPU "
-                  "time in all; longest: " +
-                  "; ".join(f"{e.key[:60]} {e.device_time_total / e.count:.0f} us" for e in ks[:3]), flush=True)
+            count, ms, longest = gpu_kernels(f, dev)
+            print(f"{k}: {count} kernels, {ms * 1e3:.0f} us of GPU time in all; longest: " +
+                  "; ".join(f"{name[:60]} {us:.0f} us" for name, us in longest), flush=True)
 
 
 def launches(code):

@@ -176,6 +176,21 @@ def test_a_plain_step_counts_three_forwards_of_products_and_the_attribution_two(
     assert attribution / plain == pytest.approx(2 / 3, rel=0.01)
 
 
+def test_busy_lines_give_each_part_its_gpu_time_against_its_wall_time(monkeypatch, capsys):
+    """--parts on a GPU (print_busy, with the profiler's answer fixed at 10 kernels and 2 ms): a line for the
+    plain steps, the forward and each part, eager and compiled, none for the whole steps or the masks, each
+    with its GPU time over its median wall time (2 ms in 4 ms: 50% busy)."""
+    monkeypatch.setattr(bench, "gpu_kernels", lambda step, device: (10, 2.0, [("triton_fused_mm", 100.0)]))
+    names = ["plain", "ga-all", "ga-all:attribution", "masked-all", "drop_mask", "plain+c", "ga-all+c",
+             "ga-all:attribution+c", "masked-all+c", "forward+c", "drop_mask+c"]
+    bench.print_busy({n: None for n in names}, {n: 4.0 for n in names}, "cuda")
+    lines = [l.split()[0] for l in capsys.readouterr().out.splitlines()[2:]]
+    assert lines == ["plain", "ga-all:attribution", "masked-all", "plain+c", "ga-all:attribution+c", "masked-all+c",
+                     "forward+c"]
+    bench.print_busy({"plain+c": None}, {"plain+c": 4.0}, "cuda")
+    assert "10 kernels,   2.00 ms of GPU time in   4.00 ms wall (50% busy); longest: triton_fused_mm" in capsys.readouterr().out
+
+
 def test_kernel_rows_pair_each_compiled_step_with_its_kernel_twin(monkeypatch, capsys):
     """--kernel: each NAME/kernel+c is printed and returned beside NAME+c, both over the compiled plain step
     (ga-all+c 1.0 / 0.5 = 2.0 against 0.9 / 0.5 = 1.8; the masks 0.1 / 0.5 against 0.04 / 0.5), with their host

@@ -126,6 +126,17 @@ def matmul_peak(device, dtype):
     return 2 * n**3 / best
 
 
+def gpu_kernels(step, device):
+    """One call of step under torch's profiler on a CUDA device: the kernels it ran, their GPU time in ms in
+    all, and the three longest as (name, µs a launch)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        step()
+        sync(device)
+    ks = sorted((e for e in prof.key_averages() if e.device_time_total > 0), key=lambda e: -e.device_time_total)
+    return (sum(e.count for e in ks), sum(e.device_time_total for e in ks) / 1e3,
+            [(e.key, e.device_time_total / e.count) for e in ks[:3]])
+
+
 def counted_flops(step):
     """The FLOPs of one call of step as torch's FlopCounterMode counts them: its matrix products (mm, bmm,
     addmm, attention), forward and backward, run eagerly (a compiled step runs the same products)."""
