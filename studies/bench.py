@@ -67,7 +67,8 @@ from support import checkpoint
 import data
 import model as modeling
 from bf16_masks import bf16_masks  # --bf16-masks (bf16_masks.py)
-from timing import counted_flops, gpu_kernels, host_syncs, matmul_peak, model_flops, neighbour, time_rounds  # how it measures (timing.py)
+from timing import (counted_flops, gpu_kernels, host_syncs, matmul_peak, model_flops, neighbour,  # how it measures
+                    time_rounds)  # (timing.py)
 from support import settings
 import train
 
@@ -578,8 +579,9 @@ def benchmark(args):
           "MFU: those FLOPs per second over the peak, for every method (what it adds is not counted as useful)")
     med, ratio, mib, rows = summarise(names, L, times, mems, ratios, syncs, mfu)
     print_methods(rows, med, ratio, L, device)
-    flops_of = {n: counted_flops(steps[n]) for n in steps if n in ("plain", "masked-all") or n.endswith(":attribution")}
-    parts = print_parts(L, med, ratio, flops_of if "masked-all" in flops_of else None)
+    counted = [n for n in steps if n in ("plain", "masked-all") or n.endswith(":attribution")]
+    counted = counted if "masked-all" in steps else []
+    parts = print_parts(L, med, ratio, {n: counted_flops(steps[n]) for n in counted})  # --parts only: {} is no FLOPs
     if parts and device.type == "cuda":
         print_busy(steps, med, device)
     kernel = print_kernel(args, med, ratios, syncs)
