@@ -4,7 +4,8 @@
 # goes to $OUT (studies/results/ takes it from there). Each step runs under a time limit, with Python's stacks
 # printed if it stalls (SIGABRT, PYTHONFAULTHANDLER), so that one stall cannot spend the others' time.
 #   1. the compiled GA-all step of BERT-base size with --parts: where its time goes (the attribution ran its
-#      products at 0.74 of a plain step's rate on an H200), each part's GPU time against its wall time, and the
+#      products at 0.74 of a plain step's rate on an H200), each part's and each compiled step's GPU time against
+#      its wall time and the CPU's time to hand it over (which of the two sets the pace), CUDA graphs skipped, and the
 #      hand-written mask kernel (studies/mask_kernel.py, the sort: the faster way on an H200) beside train.py's
 #      masks in the same rounds;
 #   2. the same for all-MiniLM-L6-v2 (bf16 copy);
@@ -21,7 +22,7 @@ step() {  # step SECONDS NAME COMMAND...
   local limit=$1 name=$2; shift 2
   echo "== $name: $* (limit $limit s)"; local t0=$SECONDS
   timeout -s ABRT "$limit" "$@" > "$OUT/$name.txt" 2>&1; echo "rc $? in $((SECONDS - t0)) s" | tee -a "$OUT/$name.txt"
-  grep -E "equal|median|kernels|its FLOPs|= attribution|rror|no CUDA" "$OUT/$name.txt" | tail -20
+  grep -E "equal|median|kernels|its FLOPs|= attribution|CUDA graphs|rror|no CUDA" "$OUT/$name.txt" | tail -40
 }
 if [ "${1:-}" = masks ]; then  # the masks alone, with time for every compile (about 90 s) and the rounds
   step 170 masks_2x1 python studies/mask_graphs.py --ways layer_masks,kernel-sort,kernel-bisect

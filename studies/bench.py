@@ -67,8 +67,8 @@ from support import checkpoint
 import data
 import model as modeling
 from bf16_masks import bf16_masks  # --bf16-masks (bf16_masks.py)
-from timing import (counted_flops, gpu_kernels, host_syncs, matmul_peak, model_flops, neighbour,  # how it measures
-                    time_rounds)  # (timing.py)
+from timing import (counted_flops, cudagraph_counts, gpu_kernels, host_syncs, issue_ms, matmul_peak,  # how it
+                    model_flops, neighbour, time_rounds)  # measures (timing.py)
 from support import settings
 import train
 
@@ -486,14 +486,27 @@ def print_parts(L, med, ratio, flops=None):
 
 
 def print_busy(steps, med, device):
-    """--parts on a GPU: for the plain step and each part, the kernels of one call (torch's profiler) and their GPU
-    time against the step's median wall time: where the GPU is busy less than the wall time, the step waits on
-    launches or the CPU."""
-    print("\nthe GPU's time in one call of each (torch's profiler; wall: the median over the rounds):")
-    for n in [n for n in steps if n.startswith(("plain", "forward", "masked-all")) or ":attribution" in n]:
+    """--parts on a GPU: for the plain step, the parts and the whole compiled steps, the kernels of one call (torch's
+    profiler) and their GPU time against the step's median wall time, and how long the CPU took to hand one call
+    over (timing.issue_ms). Busy well under 100% with the CPU's time near the wall: the step waits on the CPU
+    (Python, guards, launches); busy near 100%: on its kernels. Then what torch.compile counted of its CUDA
+    graphs: any it skipped or recorded anew."""
+    print("\nthe GPU's time in one call of each (torch's profiler; wall: the median over the rounds; CPU: the time "
+          "to hand one call to the GPU):")
+    for n in [n for n in steps if busy_line(n)]:
         count, ms, longest = gpu_kernels(steps[n], device)
-        print(f"  {n:24} {count:5} kernels, {ms:6.2f} ms of GPU time in {med[n]:6.2f} ms wall ({ms / med[n]:.0%} busy); "
+        print(f"  {n:24} {count:5} kernels, {ms:6.2f} ms of GPU time in {med[n]:6.2f} ms wall "
+              f"({ms / med[n]:.0%} busy), CPU {issue_ms(steps[n], device):6.2f} ms; "
               f"longest: {longest[0][0][:50] if longest else '-'}")
+    counts = cudagraph_counts()
+    print("CUDA graphs: " + (", ".join(f"{k} {v}" for k, v in counts.items()) if counts else
+                             "none skipped or re-recorded") + " (TORCH_LOGS=cudagraphs says why)")
+
+
+def busy_line(n):
+    """Whether print_busy gives step n a line: the plain steps, the forward, the parts, and the compiled steps
+    whole (the masks among them: eagerly their time is the CPU's anyway)."""
+    return n.startswith(("plain", "forward", "masked-all")) or ":attribution" in n or n.endswith("+c")
 
 
 def print_kernel(args, med, ratios, syncs):

@@ -176,19 +176,35 @@ def test_a_plain_step_counts_three_forwards_of_products_and_the_attribution_two(
     assert attribution / plain == pytest.approx(2 / 3, rel=0.01)
 
 
-def test_busy_lines_give_each_part_its_gpu_time_against_its_wall_time(monkeypatch, capsys):
-    """--parts on a GPU (print_busy, with the profiler's answer fixed at 10 kernels and 2 ms): a line for the
-    plain steps, the forward and each part, eager and compiled, none for the whole steps or the masks, each
-    with its GPU time over its median wall time (2 ms in 4 ms: 50% busy)."""
+def test_busy_lines_give_each_part_its_gpu_time_against_its_wall_time_and_the_cpus(monkeypatch, capsys):
+    """--parts on a GPU (print_busy, with the profiler's answer fixed at 10 kernels and 2 ms, the CPU's at 3 ms): a
+    line for the plain steps, the forward, each part and every compiled step whole, none for the eager whole steps
+    or eager masks, each with its GPU time over its median wall time (2 ms in 4 ms: 50% busy) and the CPU's time;
+    then the CUDA graph counters, or that there were none."""
     monkeypatch.setattr(bench, "gpu_kernels", lambda step, device: (10, 2.0, [("triton_fused_mm", 100.0)]))
+    monkeypatch.setattr(bench, "issue_ms", lambda step, device: 3.0)
+    monkeypatch.setattr(bench, "cudagraph_counts", lambda: {})
     names = ["plain", "ga-all", "ga-all:attribution", "masked-all", "drop_mask", "plain+c", "ga-all+c",
-             "ga-all:attribution+c", "masked-all+c", "forward+c", "drop_mask+c"]
+             "ga-all:attribution+c", "masked-all+c", "forward+c", "drop_mask+c", "ga-all/kernel+c"]
     bench.print_busy({n: None for n in names}, {n: 4.0 for n in names}, "cuda")
-    lines = [l.split()[0] for l in capsys.readouterr().out.splitlines()[2:]]
-    assert lines == ["plain", "ga-all:attribution", "masked-all", "plain+c", "ga-all:attribution+c", "masked-all+c",
-                     "forward+c"]
+    out = capsys.readouterr().out.splitlines()
+    assert [l.split()[0] for l in out[2:-1]] == ["plain", "ga-all:attribution", "masked-all", "plain+c", "ga-all+c",
+                                                 "ga-all:attribution+c", "masked-all+c", "forward+c", "drop_mask+c",
+                                                 "ga-all/kernel+c"]
+    assert out[-1].startswith("CUDA graphs: none skipped or re-recorded")
+    monkeypatch.setattr(bench, "cudagraph_counts", lambda: {"cudagraph_skips": 2})
     bench.print_busy({"plain+c": None}, {"plain+c": 4.0}, "cuda")
-    assert "10 kernels,   2.00 ms of GPU time in   4.00 ms wall (50% busy); longest: triton_fused_mm" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "10 kernels,   2.00 ms of GPU time in   4.00 ms wall (50% busy), CPU   3.00 ms; longest: triton_fused_mm" in out
+    assert "CUDA graphs: cudagraph_skips 2 (TORCH_LOGS=cudagraphs says why)" in out
+
+
+def test_the_cpus_time_to_hand_a_step_over_is_its_median_call(monkeypatch):
+    """timing.issue_ms: the median of three calls' times until the step returns (here 1, 5 and 2 ms by a fake
+    clock: 2 ms), each timed from the call, not from the sync before it."""
+    clock = iter([0.0, 0.001, 1.0, 1.005, 2.0, 2.002])
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: next(clock))
+    assert timing.issue_ms(lambda: None, bench.torch.device("cpu")) == pytest.approx(2.0)
 
 
 def test_kernel_rows_pair_each_compiled_step_with_its_kernel_twin(monkeypatch, capsys):

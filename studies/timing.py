@@ -126,6 +126,27 @@ def matmul_peak(device, dtype):
     return 2 * n**3 / best
 
 
+def issue_ms(step, device, calls=3):
+    """How long the CPU takes to hand one call of step to the GPU: the median over `calls` of the time until step
+    returns, the GPU idle at the call and waited for only after it returns. Near the step's wall time, the CPU
+    (Python, guards, launches) sets the pace; well under it, the GPU's kernels do."""
+    times = []
+    for _ in range(calls):
+        sync(device)
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+        sync(device)
+    return sorted(times)[len(times) // 2]
+
+
+def cudagraph_counts():
+    """torch.compile's CUDA graph counters so far (inductor's): graphs it skipped (set TORCH_LOGS=cudagraphs for
+    the reasons) and inputs it had to record anew; {} where nothing was counted."""
+    from torch._dynamo.utils import counters
+    return {k: v for k, v in counters["inductor"].items() if "cudagraph" in k}
+
+
 def gpu_kernels(step, device):
     """One call of step under torch's profiler on a CUDA device: the kernels it ran, their GPU time in ms in
     all, and the three longest as (name, µs a launch)."""
