@@ -5,6 +5,7 @@ host synchronisations of one call, and the matmul peak that MFU is over.
 """
 
 import math
+import statistics
 import time
 import warnings
 from pathlib import Path
@@ -137,7 +138,7 @@ def issue_ms(step, device, calls=3):
         step()
         times.append((time.perf_counter() - t0) * 1e3)
         sync(device)
-    return sorted(times)[len(times) // 2]
+    return statistics.median(times)
 
 
 def cudagraph_counts():
