@@ -11,7 +11,8 @@ model learns to use the rest. One AD-DROP step (Section 2.3, Figure 3):
   3. per row of B: candidates = the scores at or above b^[int(n (1 - p))], the
      row sorted; each dropped with probability q; M is 0 or -inf (drop)       Eq. 6-7
   4. forward again with the masks M_l added inside the softmax (Eq. 1): the loss
-     of that pass, on the gold labels, is the one backpropagated (addrop_step)
+     of that pass, on the gold labels, is the one backpropagated (train.py's
+     train_step: the plain step's own forward and loss, with the masks)
 
 Cross-tuning (Algorithm 1) alternates: odd epochs plain fine-tuning, even epochs AD-DROP.
 
@@ -23,10 +24,11 @@ differentiate: there the attribution is B_l = -dL/dA_l, L the pseudo loss, the c
 every scored token with its own pseudo label (Appendix A, Eq. 1-2). Only `objective` and
 `pseudo_labels` tell the two kinds apart, by the shape of the logits.
 
-The file reads top-down: first addrop_masks, steps 1-3 for one batch, and addrop_step, steps
-1-4, which train.py calls at each AD-DROP step; then the attribution (steps 1-2), the mask
-(step 3), cross-tuning (Algorithm 1), and the variants: integrated gradients, the random
-baseline, the pseudo loss of token tasks.
+The file reads top-down: first addrop_masks, steps 1-3 for one batch, which train.py calls at
+each AD-DROP step; then the attribution (steps 1-2), the mask (step 3), cross-tuning (Algorithm 1),
+and the variants: integrated gradients, the random baseline, the pseudo loss of token tasks. It
+ends with the choices, ATTRIBUTIONS and MASKS: a new attribution or a new mask is one function
+and one entry there.
 """
 
 import functools
@@ -37,74 +39,52 @@ import torch.nn.functional as F
 
 from model import bernoulli, sync_free  # Eq. 7's coin flips, drawn as the model's ordinary dropout draws its own
 
-ATTRIBUTIONS = ("ga", "iga", "aa", "rd")  # gradient, integrated gradient, attention weights, random
 FIRST_PASSES = ("eval", "train")  # the first pass in eval mode (ours), or in train mode (the authors' code)
 IGNORE = -100  # a token label that no loss, metric or attribution reads (cross_entropy's ignore_index)
 
 # -----------------------------------------------------------------------------
 # steps 1-3 for one batch: the entry point
 
-def addrop_masks(model, batch, layers, p, q, method="ga", gold=False, regression=False, m=20, low=False,
-                 first_pass="eval", compile=None):
-    """Steps 1-3 for one batch: a list of L masks M_l (B, H, T, T) bool, True where M_l = -inf,
-    for the second forward, None where a layer is not in `layers` (indices, 0 the lowest).
-    p: the candidate fraction, q: the drop probability of a candidate (Eq. 6-7); method: the
-    attribution, "ga", "iga", "aa" or "rd" (ATTRIBUTIONS); gold: attribute the gold labels
-    instead of the pseudo labels (Table 2's ablation); regression: a one-output head (STS-B);
-    m: integrated gradients' steps; low: drop the lowest scores instead (Section 2.2);
-    first_pass: see attribute; compile: None, or a torch.compile backend that builds the masks as
-    compiled graphs (layer_masks, whole_graph; train.py --compile)."""
-    masks = [None] * model.cfg.num_hidden_layers
-    if method == "rd":
-        for l in layers:
-            masks[l] = whole_graph(random_mask, compile)(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
-        return masks
+def addrop_masks(model, batch, layers, p, q, method="ga", mask="high", gold=False, regression=False, m=20,
+                 first_pass="eval"):
+    """Algorithm 1, lines 7-8, for one batch: steps 1-3. Returns a list of L masks M_l (B, H, T, T) bool, True
+    where M_l = -inf, for the second forward, None where a layer is not in `layers` (indices, 0 the lowest).
+    Step 4, the masked forward and its loss, is the plain training step's own line with these masks
+    (train.py's train_step).
+    p: the candidate fraction, q: the drop probability of a candidate (Eq. 6-7); method: the attribution, a
+    key of ATTRIBUTIONS; mask: a key of MASKS ("high" the paper's, "low" the mirror strategy of Section 2.2,
+    "random" Table 2's RD); gold: attribute the gold labels instead of the pseudo labels (Table 2's
+    ablation); regression: a one-output head (STS-B); m: integrated gradients' steps; first_pass: see
+    attribute."""
     labels = batch["labels"] if gold else None
-    scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)
-    for l, M in zip(layers, layer_masks(scores, layers, batch["attention_mask"], p, q, low, compile)):
-        masks[l] = M
+    scores = attribute(model, batch, layers, method, labels, regression, m, first_pass=first_pass)  # steps 1-2
+    masks = [None] * model.cfg.num_hidden_layers
+    for l, M in zip(layers, layer_masks([scores[l] for l in layers], batch["attention_mask"], p, q, mask)):
+        masks[l] = M  # step 3
     return masks
 
 
-def addrop_step(model, batch, layers, p, q, loss, forward=None, method="ga", gold=False, regression=False, m=20,
-                low=False, first_pass="eval", compile=None):
-    """Algorithm 1, lines 7-9, for one batch, written out: steps 1-2 (attribute: the first pass and the attribution,
-    in eval mode unless first_pass="train", no parameter gradient; none for RD), step 3 (a mask M_l per layer in
-    `layers`: drop_mask, or random_mask for RD), then the second forward with those masks, in the mode the model
-    came in (train mode in training), and its loss on the gold labels. The masks are addrop_masks', draw for draw.
-    Returns (loss(logits, batch["labels"]), masks): the loss to backpropagate, the masks it used.
-    forward: what runs the masked forward, called as the model is (ids, pad, types, masks) and returning
-    (logits, maps); the model by default. train.py passes its DDP wrapper of the same model, which doubles
-    the batch for R-Drop. method, gold, regression, m, low, first_pass, compile: as in addrop_masks."""
-    masks = [None] * model.cfg.num_hidden_layers
-    if method == "rd":  # RD: no attribution, a random mask per layer
-        for l in layers:
-            masks[l] = whole_graph(random_mask, compile)(batch["attention_mask"], model.cfg.num_attention_heads, p, q)
-    else:
-        scores = attribute(model, batch, layers, method, batch["labels"] if gold else None, regression, m,
-                           first_pass=first_pass)
-        for l, M in zip(layers, layer_masks(scores, layers, batch["attention_mask"], p, q, low, compile)):
-            masks[l] = M
-    logits, _ = (forward or model)(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], masks)
-    return loss(logits, batch["labels"]), masks
+def layer_masks(scores, attention_mask, p, q, mask="high"):
+    """Step 3 for each layer's scores in the list `scores` (each (B, H, T, T)): MASKS[mask] of each, a list in
+    that order. Eagerly, one call per layer. Under train.py --compile (GRAPH_BACKEND set), all layers in ONE
+    compiled graph, as one batch of L B examples (each row with its example's real length): on a GPU a
+    dozen layers' masks cost a few fused kernels instead of a dozen calls. Rows are independent, so each
+    layer's mask is the one it gets alone, for the same coin flips (on a CPU the flips come in the same
+    order from one stream; a GPU's compiled stream is its own)."""
+    if not GRAPH_BACKEND:
+        return [MASKS[mask](B, attention_mask, p, q) for B in scores]
+    return whole_graph(_stacked(mask), GRAPH_BACKEND)(scores, attention_mask, p, q)
 
 
-def layer_masks(scores, layers, attention_mask, p, q, low=False, compile=None):
-    """Step 3 for every layer in `layers`: drop_mask(scores[l], ...) of each, a list in that order.
-    Eagerly, one call per layer. With compile (train.py --compile), all layers in ONE compiled graph
-    (_stacked_masks): on a GPU, a dozen layers' masks cost a few fused kernels instead of a dozen calls."""
-    if not compile:
-        return [drop_mask(scores[l], attention_mask, p, q, low=low) for l in layers]
-    return whole_graph(_stacked_masks, compile)([scores[l] for l in layers], attention_mask, p, q, low)
+@functools.cache
+def _stacked(mask):
+    """MASKS[mask] of L layers' scores as one batch of L B examples: the function layer_masks compiles."""
+    def stacked(scores, attention_mask, p, q):
+        return MASKS[mask](torch.cat(scores), attention_mask.repeat(len(scores), 1), p, q).chunk(len(scores))
+    return stacked
 
 
-def _stacked_masks(scores, attention_mask, p, q, low):
-    """drop_mask of L layers' scores (a list of (B, H, T, T)) as one batch of L B examples, each layer's
-    rows with their example's real length: one sort and one draw for all. Rows are independent, so each
-    layer's mask is the one drop_mask gives it alone, for the same coin flips (the flips come in the same
-    order from one stream on a CPU; a GPU's compiled stream is its own)."""
-    L = len(scores)
-    return drop_mask(torch.cat(scores), attention_mask.repeat(L, 1), p, q, low=low).chunk(L)
+GRAPH_BACKEND = None  # train.py --compile sets a torch.compile backend here: the masks then run as compiled graphs
 
 
 @functools.cache
@@ -119,55 +99,71 @@ def whole_graph(fn, backend):
 
 def attribute(model, batch, layers, method="ga", labels=None, regression=False, m=20, ig_budget=None,
               first_pass="eval"):
-    """Attribution scores B_l (B, H, T, T) for each layer index l in `layers`, as a dict
-    {l: B_l}: B_l = dF/dA_l (Eq. 5), F the scalar of `objective`, A_l layer l's attention
-    probabilities as the model hands them out. batch: a dict of (B, T) tensors, input_ids,
-    attention_mask, token_type_ids and labels.
+    """Attribution scores B_l (B, H, T, T) for each layer index l in `layers`, as a dict {l: B_l}, by
+    ATTRIBUTIONS[method]: "ga" the gradient B_l = dF/dA_l (Eq. 5), F the scalar of `objective`, A_l layer
+    l's attention probabilities as the model hands them out; "iga" integrated gradients with m steps (Eq. 3);
+    "aa" the attention weights themselves and "rd" no attribution at all (Table 2). batch: a dict of (B, T)
+    tensors, input_ids, attention_mask, token_type_ids and labels.
 
-    method: "ga" gradient (Eq. 5), "iga" integrated gradient with m steps (Eq. 3),
-            "aa" the attention weights themselves (Table 2). (RD needs no scores: random_mask.)
     labels: None for pseudo labels (the paper), or the gold labels (Table 2's ablation).
             Regression always uses the gold score, through the loss.
     m, ig_budget: integrated gradients' number of steps, and the most attention entries one
-            chunk of its steps may hold (None: a default for the device; see _integrated_gradients).
+            chunk of its steps may hold (None: a default for the device; see integrated_gradients).
     first_pass: "eval" (ours): the first pass runs in eval mode, so that the pseudo label is
             the model's actual prediction (Eq. 4) and the attribution is not randomised by
             ordinary dropout; the paper does not say. "train" (the authors' code): dropout on,
             and A taken after attention dropout, so B is the gradient with respect to the
-            dropped, rescaled map and AA's scores are that map. GA and AA only.
-    No parameter gradient is computed or left behind: autograd.grad differentiates
-    with respect to the attention maps only, and .grad fields are never touched.
+            dropped, rescaled map and AA's scores are that map. Not for IGA: a map with dropout's
+            zeros on it is no point of the path from 0 to A_l.
+    The model comes back in the mode it came in. No parameter gradient is computed or left behind:
+    autograd.grad differentiates with respect to the attention maps only, and .grad fields are never touched.
     """
+    if method not in ATTRIBUTIONS:
+        raise ValueError(f"unknown attribution {method!r}; choose one of {', '.join(ATTRIBUTIONS)}")
+    if first_pass == "train" and method == "iga":
+        raise ValueError("the authors' first pass (train mode) is offered for ga and aa only")
     if regression:
         labels = batch["labels"]
-    theirs = first_pass == "train"
-    if theirs and method == "iga":
-        raise ValueError("the authors' first pass (train mode) is offered for ga and aa only")
     was_training = model.training
-    model.train(theirs)
+    model.train(first_pass == "train")  # each attribution reads the mode: dropout and dropped_A in train mode
     try:
-        if method == "aa":  # the maps themselves: no label, no layer above the highest selected, and in
-            with torch.no_grad():  # that one nothing past its map (first_only)
-                _, attns = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
-                                         depth=max(layers) + 1, first_only=True, dropped_A=theirs)
-            return {l: attns[l] for l in layers}
-        if method == "ga":
-            # dF/dA_l taken as dF/dZ_l, Z_l zeros added to A_l (Layer.forward's probe): the same numbers, and
-            # an input of the model, which a compiled model can be differentiated with respect to
-            B, T = batch["input_ids"].size()
-            zero = torch.zeros((), dtype=next(model.parameters()).dtype, device=batch["input_ids"].device)
-            probes = [zero.expand(B, model.cfg.num_attention_heads, T, T).requires_grad_() if l in layers else None
-                      for l in range(model.cfg.num_hidden_layers)]  # one stored zero each, (B, H, T, T) in shape
-            with torch.enable_grad(), _frozen(model):
-                logits, labels, _ = _unmasked_pass(model, batch, labels, dropped_A=theirs, probes=probes)
-                # ONE backward for all selected layers (the authors run one per layer)
-                grads = torch.autograd.grad(objective(logits, labels, regression), [probes[l] for l in layers])
-            return dict(zip(layers, grads))
-        if method == "iga":
-            return _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget)
-        raise ValueError(f"unknown attribution {method!r}; choose one of ga, iga, aa")
+        with torch.enable_grad():  # the gradients are taken even where the caller runs under no_grad
+            return ATTRIBUTIONS[method](model, batch, layers, labels, regression, m, ig_budget)
     finally:
         model.train(was_training)  # the authors' code leaves eval mode on after IG: not here
+
+
+def gradient(model, batch, layers, labels, regression, m=None, ig_budget=None):
+    """GA, Eq. 5: B_l = dF/dA_l for each l in `layers`, all from ONE backward (the authors run one per
+    layer), F `objective` of `labels` (None: the pseudo labels of this pass, Eq. 4). In train mode (the
+    authors' first pass) each A_l is taken after attention dropout. m, ig_budget: unused (IGA's).
+    dF/dA_l is taken as dF/dZ_l, Z_l zeros added to A_l (Layer.forward's probe): the same numbers, and an
+    input of the model, which a compiled model can be differentiated with respect to."""
+    B, T = batch["input_ids"].size()
+    zero = torch.zeros((), dtype=next(model.parameters()).dtype, device=batch["input_ids"].device)
+    probes = [zero.expand(B, model.cfg.num_attention_heads, T, T).requires_grad_() if l in layers else None
+              for l in range(model.cfg.num_hidden_layers)]  # one stored zero each, (B, H, T, T) in shape
+    with _frozen(model):
+        logits, labels, _ = _unmasked_pass(model, batch, labels, dropped_A=model.training, probes=probes)
+        grads = torch.autograd.grad(objective(logits, labels, regression), [probes[l] for l in layers])
+    return dict(zip(layers, grads))
+
+
+def attention_weights(model, batch, layers, labels=None, regression=False, m=None, ig_budget=None):
+    """AA, Table 2: the attention probabilities A_l themselves; no label, no layer above the highest
+    selected one, and in that one nothing past its map (first_only)."""
+    with torch.no_grad():
+        _, attns = model.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                                 depth=max(layers) + 1, first_only=True, dropped_A=model.training)
+    return {l: attns[l] for l in layers}
+
+
+def no_attribution(model, batch, layers, labels=None, regression=False, m=None, ig_budget=None):
+    """RD, Table 2: no first pass and no attribution. Every score is the same zero (the (B, H, T, T) shape
+    of a map, no memory): the random mask reads only the shape."""
+    B, T = batch["input_ids"].size()
+    zero = torch.zeros((), device=batch["input_ids"].device)
+    return {l: zero.expand(B, model.cfg.num_attention_heads, T, T) for l in layers}
 
 
 @contextmanager
@@ -233,56 +229,68 @@ def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
     Returns M (B, H, T, T) as booleans, True where M_l = -inf (the position is dropped)
     and False where M_l = 0: the same mask at a quarter of the memory (see model.Layer).
 
-    Per row (example, head, query): sort the n real scores ascending into b^ (n is the
-    row's real length: padding keys are never candidates); the candidate region is
-    every position scoring at or above b^[int(n (1 - p))]; each candidate is dropped
-    with probability q (kept where u ~ Bernoulli(1 - q) is 1). Rows of padding queries
-    are left alone (see _real_rows).
-    low=True is the mirror strategy of Section 2.2: candidates are the LOWEST scores.
+    Per row (example, head, query): the candidates are every position scoring at or above
+    the row's threshold b^[int(n (1 - p))] (Eq. 6, threshold: n is the row's real length,
+    padding keys are never candidates); each candidate is dropped with probability q (kept
+    where u ~ Bernoulli(1 - q) is 1, Eq. 7). Rows of padding queries are left alone (see
+    _real_rows). low=True is the mirror strategy of Section 2.2: candidates are the LOWEST
+    scores, those at or above the threshold of the negated scores.
 
     Deliberate edge cases:
-    - p = 0: the index is n, past the end: no candidates. p = 1: index 0: all candidates.
-    - int(n (1 - p)) is computed in integers (p to 6 decimals): in floating point
-      10 * (1 - 0.9) is 0.99999..., and int() would give 0 instead of 1.
     - ties at the threshold are all candidates ("at or above"), as in the authors' code.
-    - q = 0 drops nothing; q = 1 drops every candidate.
+    - q = 0 drops nothing; q = 1 drops every candidate. q = 0 and p = 0 draw no coin flips.
     - a row whose every real key would be dropped would be NaN after softmax (-inf
       everywhere). Such a row keeps all its keys instead: AD-DROP cannot ask a query to
       attend to nothing. (The authors' -10000 on every key cancels: all keys, padding too.)
     """
     B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
+    if q == 0 or _kept_millionths(p) == 10**6:  # nothing is dropped: no coin flips are drawn
+        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
     if low:
         scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped, no coin flips are drawn
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    if sync_free(scores.device):
-        # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read
-        b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T)
-        thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-        thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    else:
-        thr = _select_threshold(scores, real, n, idx)  # the same b^[idx], by selection: 2.5x faster on a CPU
-    drop = scores >= thr  # Eq. 6: s = 0 here, the candidates
+    drop = scores >= threshold(scores, attention_mask.bool()[:, None, None, :], p)  # Eq. 6: s = 0, the candidates
     drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: dropped where s = 0 and u = 0
     return _real_rows(drop, attention_mask)
 
 
+def threshold(scores, real, p):
+    """Eq. 6's threshold of each row of scores (..., T): sort the row's n real scores ascending into b^ and
+    read b^[int(n (1 - p))] (counted from 0). real: bool, broadcastable to scores, True at a row's real
+    keys (padding keys are neither counted in n nor candidates). Returns (..., 1): +inf where the row has no
+    candidate (the index is n, past the end: p = 0). Any mask that cuts a row at a share p of its real
+    keys can use it: drop_mask does, for the scores or (low) their negatives.
+    - int(n (1 - p)) is computed in integers (p to 6 decimals): in floating point 10 * (1 - 0.9) is
+      0.99999..., and int() would give 0 instead of 1. p = 1: index 0, every real key a candidate."""
+    n = real.sum(-1, keepdim=True)  # (..., 1) real keys of each row
+    keep = _kept_millionths(p)
+    if keep == 10**6:  # p = 0: no candidates
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (..., 1)
+    if sync_free(scores.device):
+        # Eq. 6 as written: each row sorted ascending, padding last, and its entry idx read
+        b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values
+        thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))  # b^[idx]
+        return thr.masked_fill(idx == n, float("inf"))  # idx = n: no candidates
+    return _select_threshold(scores, real, n, idx)  # the same b^[idx], by selection: 2.5x faster on a CPU
+
+
+def _kept_millionths(p):
+    """1 - p to 6 decimals, times 10^6, an integer: the share of a row below Eq. 6's threshold."""
+    return round((1 - p) * 10**6)
+
+
 def _select_threshold(scores, real, n, idx):
-    """drop_mask's b^[idx] (B, H, T, 1) on an eager CPU, where one selection (kthvalue) for all rows is
+    """threshold's b^[idx] (..., 1) on an eager CPU, where one selection (kthvalue) for all rows is
     2.5x faster than sorting each (it reads one number back, k: see model.sync_free). The order
-    statistic must be the same k-th largest in every row, but each example wants its own count-th
+    statistic must be the same k-th largest in every row, but each row wants its own count-th
     largest real score. So padding sorts below every real key, except the first k - count padding keys
-    of each example, which sort above: then the k-th largest of a row is its count-th largest real
+    of each row, which sort above: then the k-th largest of a row is its count-th largest real
     score. (There are always enough padding keys, since count grows by at most one per real key.)"""
-    B, _, _, T = scores.size()
+    T = scores.size(-1)
     count = n - idx  # positions at or above b^[idx] when there are no ties: b^[idx] is the count-th largest
     k = int(count.max())
-    lift = ~real & ((~real).cumsum(-1) <= (k - count).view(B, 1, 1, 1))  # (B, 1, 1, T)
-    bias = torch.zeros(B, 1, 1, T, dtype=scores.dtype, device=scores.device)
+    lift = ~real & ((~real).cumsum(-1) <= k - count)
+    bias = torch.zeros(lift.shape, dtype=scores.dtype, device=scores.device)
     bias = bias.masked_fill(~real, float("-inf")).masked_fill(lift, float("inf"))
     return (scores + bias).kthvalue(T - k + 1, dim=-1, keepdim=True).values  # +inf where count = 0
 
@@ -317,7 +325,7 @@ def is_addrop_epoch(epoch, cross_tuning=True):
 # -----------------------------------------------------------------------------
 # variants: integrated gradients (Eq. 3), the random baseline (Table 2), token tasks (Appendix A)
 
-def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget):
+def integrated_gradients(model, batch, layers, labels, regression, m=20, ig_budget=None):
     """Eq. 3: B_l = A_l / m * sum_{k=1..m} dF(k/m A_l)/dA_l for each l in `layers`, a right
     Riemann sum of m steps along the path from 0 to A_l: layer l's attention is scaled by k/m
     (Layer.forward's `scale`), the other layers run as they are. F is `objective` of the
@@ -367,13 +375,13 @@ def _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget
     return scores
 
 
-def random_mask(attention_mask, H, p, q, generator=None):
+def random_mask(scores, attention_mask, p, q, generator=None):
     """RD, Table 2's random baseline: the candidate region is a random p-fraction of each row
     and each candidate is dropped with probability q, so every real key is dropped
     independently with probability p * q (as the authors' code does). Needs no first pass
-    and no selection. attention_mask (B, T) 1 real, 0 padding; H the number of heads;
-    generator as in drop_mask. Same shape, values and guard as drop_mask."""
-    B, T = attention_mask.size()
+    and no selection: scores (B, H, T, T) are read for their shape only. attention_mask (B, T)
+    1 real, 0 padding; generator as in drop_mask. Same shape, values and guard as drop_mask."""
+    B, H, T, _ = scores.size()
     return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)
 
 
@@ -404,3 +412,26 @@ def dropped_fraction(masks, attention_mask):
     dropped = sum(M.count_nonzero() for M in Ms)  # masks drop real (query, key) pairs only
     n = attention_mask.sum(-1)
     return dropped / ((n * n).sum() * Ms[0].size(1) * len(Ms))
+
+# -----------------------------------------------------------------------------
+# the choices: a new attribution or mask is one function and one entry here (train.py's --attribution and
+# --mask offer every key; the eager, GPU and compiled paths all call through these tables)
+
+ATTRIBUTIONS = {  # name -> fn(model, batch, layers, labels, regression, m, ig_budget) -> {l: B_l (B, H, T, T)}
+    "ga": gradient,  # Eq. 5
+    "iga": integrated_gradients,  # Eq. 3
+    "aa": attention_weights,  # Table 2's AA
+    "rd": no_attribution,  # Table 2's RD, with the random mask
+}
+
+
+def low_mask(scores, attention_mask, p, q, generator=None):
+    """The mirror strategy of Section 2.2: drop_mask's candidates are the LOWEST scores."""
+    return drop_mask(scores, attention_mask, p, q, low=True, generator=generator)
+
+
+MASKS = {  # name -> fn(scores (B, H, T, T), attention_mask (B, T), p, q, generator=None) -> M (B, H, T, T) bool
+    "high": drop_mask,  # Eq. 6-7: the paper's
+    "low": low_mask,  # Section 2.2's mirror
+    "random": random_mask,  # Table 2's RD
+}

@@ -201,26 +201,24 @@ def train_step(j, b, adrop):
             return rdrop.loss_sum(logits, y, j.regression, args.rdrop, loss_sum)
         return loss_sum(logits, y, j.regression)
 
-    if adrop:  # Algorithm 1, lines 7-9: attribution, masks, the masked forward and its loss (addrop.addrop_step)
-        # attribution on `net`, the masked forward through the DDP wrapper: attribution and masks are per
-        # example and need no communication, and a forward through the wrapper would make DDP wait for a
+    masks = None
+    if adrop:  # Algorithm 1, lines 7-8: attribution and a mask per layer (addrop.addrop_masks)
+        # attribution on `net`, the masked forward below through the DDP wrapper: attribution and masks are
+        # per example and need no communication, and a forward through the wrapper would make DDP wait for a
         # gradient all-reduce that this pass (gradients to A only) never triggers.
         # Precision: under bf16 the attribution pass runs in bf16 like training (it costs what a
         # training forward costs); A comes out of the softmax in float32 (the padding mask
         # promotes the scores), so B = dF/dA is a float32 tensor with bf16-rounded values, and
         # Eq. 6's threshold compares float32 numbers. studies/bench.py --bf16-masks measures how
-        # often the masks then agree with float32's. The loss casts the logits to float32 first.
+        # often the masks then agree with float32's.
         with j.autocast():
-            total, masks = addrop.addrop_step(j.net, b, j.layers, args.p, args.q, loss, forward,
-                                              method=args.attribution, gold=args.labels == "gold",
-                                              regression=j.regression, m=args.ig_steps, low=args.drop_low,
-                                              first_pass=args.first_pass, compile=args.compile)
-        count = addrop.whole_graph(addrop.dropped_fraction, args.compile)
-        dropped = count(masks, b["attention_mask"])
-    else:
-        with j.autocast():
-            logits, _ = forward(b["input_ids"], b["attention_mask"], b["token_type_ids"], None)
-        total = loss(logits, b["labels"])
+            masks = addrop.addrop_masks(j.net, b, j.layers, args.p, args.q, method=args.attribution, mask=args.mask,
+                                        gold=args.labels == "gold", regression=j.regression, m=args.ig_steps,
+                                        first_pass=args.first_pass)
+        dropped = addrop.whole_graph(addrop.dropped_fraction, args.compile)(masks, b["attention_mask"])
+    with j.autocast():  # line 9 (or a plain step: no masks): the forward and its loss, on the gold labels
+        logits, _ = forward(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
+    total = loss(logits, b["labels"])  # the loss casts the logits to float32 first
     # this rank's part of the global batch mean; DDP averages gradients over ranks, hence * world
     part = total * (weight / n)
     (part * j.world).backward()
@@ -453,6 +451,7 @@ def compile_model(net, backend, device):
     mode = "reduce-overhead" if backend == "inductor" and device.type == "cuda" else None
     torch._dynamo.config.cache_size_limit = 32  # those passes (8 by default, and --rdrop doubles a batch)
     net.compile(backend=backend, mode=mode, dynamic=False)  # a graph per shape, never one with a symbolic batch size
+    addrop.GRAPH_BACKEND = backend  # the masks of all layers as one compiled graph (addrop.layer_masks)
     if device.type == "cpu" and backend == "inductor" and int(os.environ.get("RANK", 0)) == 0:
         print("note: --compile is for a GPU; on a 2-core CPU a compiled MiniLM step took 1.4x the eager one")
 

@@ -116,7 +116,9 @@ def addrop_flags(ap):
     ap.add_argument("--layers", default=None, help="first, all, or indices like 0,2 (default: per task, Section 3.2)")
     ap.add_argument("--ig-steps", type=int, default=20, help="m, the steps of integrated gradients, Eq. 3")
     ap.add_argument("--no-cross-tuning", action="store_true", help="AD-DROP in every epoch (Table 2's ablation)")
-    ap.add_argument("--drop-low", action="store_true", help="drop LOW-attribution positions instead (Section 2.2)")
+    ap.add_argument("--mask", default=None, help="the mask of Eq. 6-7: high (the paper's), low (Section 2.2's "
+                    "mirror), random (Table 2's RD; the default with --attribution rd); any key of addrop.MASKS")
+    ap.add_argument("--drop-low", action="store_true", help="drop LOW-attribution positions instead (--mask low)")
     ap.add_argument("--first-pass", default="eval", help="eval: attribution in eval mode (default); train: the "
                     "authors' code's, dropout on and A taken after attention dropout (ga and aa)")
 
@@ -204,6 +206,11 @@ def _check_values(args, bad):
         bad(f"--rdrop {args.rdrop}: must be a number at least 0")
     if args.attribution not in addrop.ATTRIBUTIONS:
         bad(f"--attribution {args.attribution!r}: choose one of {', '.join(addrop.ATTRIBUTIONS)}")
+    if args.drop_low and args.mask not in (None, "low"):
+        bad(f"--drop-low is --mask low: it cannot go with --mask {args.mask}")
+    args.mask = args.mask or ("low" if args.drop_low else "random" if args.attribution == "rd" else "high")
+    if args.mask not in addrop.MASKS:
+        bad(f"--mask {args.mask!r}: choose one of {', '.join(addrop.MASKS)}")
     if args.labels not in ("pseudo", "gold"):
         bad(f"--labels {args.labels!r}: choose pseudo or gold")
     if args.dtype not in ("fp32", "bf16"):
@@ -333,7 +340,7 @@ def describe(j):
     what = "plain fine-tuning" + (f" (--p {args.p} --q {args.q}: AD-DROP needs both above 0)" if args.p or args.q
                                   else "") if not j.use_addrop else (
         f"AD-DROP p={args.p} q={args.q} {args.attribution} layers={j.layers} labels={args.labels}"
-        f"{' low' if args.drop_low else ''}{'' if args.no_cross_tuning else ' with cross-tuning'}"
+        f"{'' if args.mask in ('high', 'random') else ' ' + args.mask}{'' if args.no_cross_tuning else ' with cross-tuning'}"
         f"{' first pass in train mode' if args.first_pass == 'train' else ''}"
         f"{' (epoch 1 is plain: 1 epoch runs no AD-DROP)' if j.epochs < 2 and not args.no_cross_tuning else ''}")
     return ("".join(f"--impl: {impl.named(p)} from {p}\n" for p in args.impl) +
