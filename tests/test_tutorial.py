@@ -2,11 +2,16 @@
 The tutorial teaches instead of telling: tutorial.ipynb poses each exercise before any line of its answer
 appears (in a cell's source or in what a cell printed), shows the answers only after, marked as such, ends
 its sections with questions and experiments, and writes only where .gitignore keeps it out of git. These
-tests read the committed notebook; CI also executes it (.ci/run), which runs its own asserts.
+tests read the committed notebook; CI also executes it (.ci/run runs .ci/notebook.py), which runs its own asserts.
+The code the notebook prints (its source listings, `show` and `answer`) is the core's, read when a cell runs:
+these tests check where it stands and what it names, never its text, so that the core can change freely;
+python .ci/notebook.py --code rewrites those outputs from the code in seconds.
 """
 
 import ast
+import importlib
 import importlib.util
+import inspect
 import json
 import re
 from html import unescape
@@ -19,6 +24,19 @@ _spec = importlib.util.spec_from_file_location("exercises_make", ROOT / "exercis
 make = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make)
 CELLS = json.loads((ROOT / "tutorial.ipynb").read_text())["cells"]
+
+
+def listing(cell):
+    """Whether a cell is a source listing: code whose every statement is a call of show(...) or answer(...)."""
+    try:
+        body = ast.parse("".join(cell["source"])).body if cell["cell_type"] == "code" else []
+    except SyntaxError:  # IPython's magics
+        return False
+    return bool(body) and all(isinstance(s, ast.Expr) and isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name)
+                              and s.value.func.id in ("show", "answer") for s in body)
+
+
+LISTINGS = [i for i, cell in enumerate(CELLS) if listing(cell)]
 
 
 def text(cell):
@@ -54,14 +72,22 @@ def test_no_answer_before_its_exercise(e):
     lines are at least 16 characters, so that a line such as `return drop` does not count as shown."""
     lines = answer_lines(e)
     assert len(lines) >= 1, f"{e.name}: no line of its body to look for"
-    shown = [(i, line) for i, cell in enumerate(CELLS[:posed(e)]) for line in lines if line in text(cell)]
-    assert not shown, f"exercise {e.number} ({e.name}) is shown before it is posed: " + "; ".join(
-        f"cell {i} holds {line!r}" for i, line in shown[:3])
+    where = posed(e)
+    shown = [(i, line) for i, cell in enumerate(CELLS[:where]) for line in lines if line in text(cell)]
+    listed = sorted({i for i, _ in shown if i in LISTINGS})  # printed by show or answer, from the code
+    assert not shown, (
+        f"exercise {e.number} ({e.name}) is shown before cell {where}, which poses it: " + "; ".join(
+            f"cell {i} {'prints' if i in listed else 'holds'} {line!r}" for i, line in shown[:3])
+        + ". Move what shows it below cell " + str(where) + ", or cut it"
+        + (f"; cells {listed} are source listings (show, answer): if the line is in code that has changed since, "
+           "python .ci/notebook.py --code rewrites them" if listed else ""))
 
 
 def test_answers_come_last_and_are_marked():
     """Every exercise's answer is shown after the last exercise is posed, under a heading that says these are
-    the answers, in the order of the exercises, each folded (<details>) so that no one reads it by scrolling."""
+    the answers, in the order of the exercises, each folded (<details>) so that no one reads it by scrolling,
+    and each holds a listing that names its function and shows its signature. What the code says is the
+    core's business: only where it stands and what it names are checked here."""
     heading = next(i for i, cell in enumerate(CELLS) if cell["cell_type"] == "markdown"
                    and "".join(cell["source"]).startswith("## ") and "Answers" in "".join(cell["source"]))
     assert heading > max(posed(e) for e in make.EXERCISES)
@@ -71,8 +97,11 @@ def test_answers_come_last_and_are_marked():
                  and re.search(rf"^answer\({e.number}, \w+\.{re.escape(e.name)}\)", "".join(cell["source"]), re.M)]
         assert shows, f"the answers section does not show exercise {e.number} ({e.name})"
         html = "".join("".join(o.get("data", {}).get("text/html", "")) for o in CELLS[shows[0]].get("outputs", []))
-        assert html.startswith("<details>"), f"exercise {e.number}'s answer is not folded"
-        assert all(line in unescape(html) for line in answer_lines(e)), f"exercise {e.number}'s answer cell has no output"
+        assert html.startswith("<details>") and html.rstrip().endswith("</details>"), f"exercise {e.number}'s answer is not folded"
+        code = unescape(html)
+        assert re.search(rf"(^|<pre>)# \S+\.py, {re.escape(e.name)}$", code, re.M) and f"def {e.name}(" in code, (
+            f"exercise {e.number}'s answer, cell {shows[0]}, does not list {e.name}: python .ci/notebook.py --code "
+            "rewrites the answers' outputs from the code")
         where.append(shows[0])
     assert where == sorted(where)
 
@@ -133,24 +162,34 @@ def test_outputs_name_no_folder_of_a_machine():
 
 
 def test_predictions_are_checked_by_a_cell():
-    """At least four questions ask for a prediction (*Predict*: a number, or the direction a logit moves), and the
-    next code cell checks it: it says `# checks Question N`. Nothing the question asks to predict is printed
-    before it, and the check cells are committed without their outputs, which sat right under the question
-    (a trial read them before predicting): a reader sees what they measure by running them. That they print it,
-    .ci/run checks on the notebook it executes."""
+    """At least four questions ask for a prediction (*Predict* before reading on: a number, or the direction a
+    logit moves), and the next code cell checks it: it says `# checks Question N`. A question's check comes
+    after the question, never above it, and is committed with its output, so that a reader who does not run the
+    notebook can check the prediction too; the question asks for the prediction before the reader goes on to
+    it. A check of an exercise (exercise 7's schedule) is committed without its output, which would be the
+    exercise's answer. That every check prints, .ci/notebook.py checks on the notebook it executes."""
     predicted = []
     for i, cell in enumerate(CELLS):
         if cell["cell_type"] == "markdown" and "*Predict*" in text(cell):
             n = re.search(r"\*\*Question (\d+)\.\*\*", text(cell))
             assert n, f"cell {i} asks for a prediction outside a question"
+            assert "*Predict* before reading on" in text(cell), f"question {n[1]} does not ask to predict before reading on"
             check = next(j for j in range(i + 1, len(CELLS)) if CELLS[j]["cell_type"] == "code")
             assert f"# checks Question {n[1]}" in "".join(CELLS[check]["source"]), f"question {n[1]}: cell {check}"
-            assert not CELLS[check]["outputs"], f"question {n[1]}: its check, cell {check}, is committed with its outputs"
             predicted.append(int(n[1]))
     assert len(predicted) >= 4, f"{len(predicted)} prediction questions"
     checks = [i for i, cell in enumerate(CELLS) if "".join(cell["source"]).startswith("# checks ")]
-    assert len(checks) > len(predicted) and not [i for i in checks if CELLS[i]["outputs"]], \
-        "a check cell (of a question, or exercise 7's schedule) is committed with its outputs"
+    asked = {int(n): i for i, c in enumerate(CELLS) if c["cell_type"] == "markdown"
+             for n in re.findall(r"\*\*Question (\d+)\.\*\*", text(c))}
+    for i in checks:
+        n = re.match(r"# checks Question (\d+)", "".join(CELLS[i]["source"]))
+        if n:
+            assert int(n[1]) in asked and asked[int(n[1])] < i, f"cell {i} checks question {n[1]} before it is asked"
+            assert CELLS[i]["outputs"], (f"cell {i}, the check of question {n[1]}, is committed without its output: "
+                                         "python .ci/notebook.py --write runs the notebook and writes it")
+        else:
+            assert not CELLS[i]["outputs"], f"cell {i}, an exercise's check, is committed with its output (the answer)"
+    assert len(checks) > len(predicted), "no check of an exercise (exercise 7's schedule) is left"
     numbers = [int(n) for c in CELLS if c["cell_type"] == "markdown" for n in re.findall(r"\*\*Question (\d+)\.\*\*", text(c))]
     assert numbers == list(range(1, len(numbers) + 1)), numbers
 
@@ -164,27 +203,20 @@ def test_links_lead_to_files_of_the_repository():
     assert not broken, f"links to nothing (cell, target): {broken}"
 
 
-def test_printed_code_matches_the_files():
-    """The code the committed outputs print with line numbers (show, and the folded answers: a header
-    "# FILE, FUNCTION", then "  N  line") is that file's line N today, so that no output shows code that has
-    since moved or changed (a trial found train.py's lines printed where they no longer were)."""
-    stale, seen = [], 0
-    for i, cell in enumerate(CELLS):
-        if cell["cell_type"] != "code":
-            continue
-        source = None
-        for line in unescape(text(cell)[len("".join(cell["source"])):]).splitlines():
-            header = re.search(r"# ([\w/]+\.py), [\w.]+$", line)
-            if header:
-                path = ROOT / header.group(1)
-                source = (path.read_text().splitlines() if path.is_file() else []), header.group(1)
-                continue
-            numbered = re.match(r"\s*(\d+)  (.*)$", line)
-            if source and numbered:
-                seen += 1
-                n, printed = int(numbered.group(1)), numbered.group(2).rstrip()
-                lines, name = source
-                if n > len(lines) or lines[n - 1].rstrip() != printed:
-                    stale.append(f"cell {i}: {name}:{n} printed {printed[:60]!r}")
-    assert seen > 50, f"only {seen} numbered lines found: the pattern no longer matches the outputs"
-    assert not stale, "outputs print code that is no longer at that line:\n" + "\n".join(stale[:10])
+def test_listings_name_their_functions():
+    """Each source listing (a cell that only calls `show` or `answer`, which print a function's code as its file
+    has it when the cell runs) has an output that names each function it lists, by the file the core has it in
+    now and its name: "# FILE, NAME". The code below the name is not compared: it changes with the core, and
+    python .ci/notebook.py --code rewrites it in seconds."""
+    assert len(LISTINGS) >= len(make.EXERCISES) + 1, f"only {len(LISTINGS)} source listings found"
+    for i in LISTINGS:
+        printed = unescape(outputs(CELLS[i]))
+        for call in ast.parse("".join(CELLS[i]["source"])).body:
+            fn = call.value.args[-1 if call.value.func.id == "answer" else 0]
+            module, name = fn.value.id, fn.attr
+            real = getattr(importlib.import_module(module), name, None)
+            assert real is not None, f"cell {i} lists {module}.{name}, which the core no longer has: change the cell"
+            header = f"# {Path(inspect.getsourcefile(real)).name}, {real.__qualname__}"
+            assert re.search(rf"(^|<pre>){re.escape(header)}$", printed, re.M), (
+                f"cell {i} does not print {header!r}, the function it lists: python .ci/notebook.py --code "
+                "rewrites the source listings from the code")
