@@ -410,7 +410,10 @@ def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0,
     shape, for a compiled model); labels unless labels is None: (B,) for a
     sentence task, (B, T) padded with IGNORE for a token task (a list per example, from encode); and index (B,),
     the positions in `encoded` of the batch's examples, to put predictions back in order.
-    The last, smaller batch is kept, so an epoch serves every example exactly once.
+    The last, smaller batch is kept, so an epoch serves every example exactly once. With pad_to (--compile), it
+    is filled to batch_size rows with copies of its own first rows, so that every batch has one static shape (no
+    recompile for the last one): then real (B,) bool marks the batch's own examples, False for a copy, which
+    counts in no loss, metric or attribution (a token task's copy has only IGNORE labels), and index is -1 there.
     group_by_length batches examples of similar length together, so that less of each batch is padding, like
     Hugging Face's group_by_length: shuffled, a seeded permutation is cut into mega-batches of 50 batches, each is
     sorted longest first and cut into batches, and then the order of all the batches is shuffled (Hugging Face
@@ -437,6 +440,9 @@ def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0,
         order = sorted(range(n), key=lambda i: -lengths[i])  # sorted is stable
         groups = [order[s:s + batch_size] for s in range(0, n, batch_size)]
     for idx in groups:
+        own = len(idx)
+        if pad_to:  # one static shape: the last batch filled with copies of its own rows
+            idx = idx + [idx[k % own] for k in range(batch_size - own)]
         B, T = len(idx), pad_to or max(lengths[i] for i in idx)
         input_ids = torch.full((B, T), pad_id, dtype=torch.long)
         token_type_ids = torch.zeros((B, T), dtype=torch.long)
@@ -449,9 +455,11 @@ def batches(encoded, labels, batch_size, pad_id, shuffle=False, seed=0, epoch=0,
         batch = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
         if token_labels:
             batch["labels"] = torch.full((B, T), IGNORE, dtype=torch.long)  # padding is never scored
-            for b, i in enumerate(idx):
+            for b, i in enumerate(idx[:own]):
                 batch["labels"][b, :len(labels[i])] = torch.tensor(labels[i], dtype=torch.long)
         elif labels is not None:
             batch["labels"] = labels[idx]
-        batch["index"] = torch.tensor(idx, dtype=torch.long)
+        batch["index"] = torch.tensor(idx[:own] + [-1] * (B - own), dtype=torch.long)
+        if pad_to:
+            batch["real"] = torch.arange(B) < own
         yield batch

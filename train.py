@@ -21,7 +21,7 @@ import math
 import os
 import sys
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,6 +57,7 @@ class Job:
     net: torch.nn.Module         # the model.Model being trained
     ddp: torch.nn.Module         # net, or under torchrun net wrapped in DistributedDataParallel
     opt: torch.optim.Optimizer   # AdamW, no decay on biases and LayerNorm
+    opt_step: object             # opt.step, or under --compile that step compiled (compile_optimizer)
     lr: float                    # --lr, or the settings row's
     batch_size: int              # the global batch, split over the processes
     max_len: int                 # tokens per example at most
@@ -78,6 +79,7 @@ class Job:
     best_weights: dict = None    # its weights, kept in memory when --predict, --ood or --dev-once score them at the end
     dev_at_best: dict = field(default_factory=dict)  # --dev-once: dev's loss and metrics with those weights
     first_epoch: int = 1         # where the loop starts (after --resume, the epoch after the saved one)
+    compiled: dict = field(default_factory=dict)  # --compile: each kind of pass -> seconds its first run took
     partial: tuple = None        # after --resume inside an epoch: (batches done, losses, dropped, seconds)
     saved_at: float = field(default_factory=time.time)  # when the training state was last written
     t_start: float = field(default_factory=time.time)
@@ -156,7 +158,8 @@ def train_epoch(j, epoch):
     for b in itertools.islice(batches, done, None):  # the order is fixed by seed and epoch: skip what is done
         if j.step >= j.total_steps:
             break
-        loss, drop = train_step(j, b, adrop)
+        with first_run(j, "AD-DROP step" if adrop else "plain step"):
+            loss, drop = train_step(j, b, adrop)
         losses.append(loss)
         dropped += drop
         j.step, done = j.step + 1, done + 1
@@ -172,11 +175,26 @@ def train_epoch(j, epoch):
     return adrop, (torch.stack(losses) if losses else None), dropped, t0
 
 
+@contextmanager
+def first_run(j, kind):
+    """--compile: the first run of each kind of pass (plain step, AD-DROP step, evaluation) compiles its graphs;
+    say how long it took (metrics.json keeps it as compile_seconds). Later runs replay what it made."""
+    if not j.args.compile or kind in j.compiled:
+        yield
+        return
+    t0 = time.time()
+    yield
+    if j.device.type == "cuda":
+        torch.cuda.synchronize(j.device)
+    j.compiled[kind] = time.time() - t0
+    j.say(f"compiled: the first {kind} took {j.compiled[kind]:.1f} s", flush=True)
+
+
 def log_step(j, loss, ts):
     if j.world > 1:
         loss = loss.clone()
         dist.all_reduce(loss)
-    j.say(f"step {j.step}/{j.total_steps} | loss {loss.item():.4f} | lr {j.opt.param_groups[0]['lr']:.2e} | "
+    j.say(f"step {j.step}/{j.total_steps} | loss {loss.item():.4f} | lr {float(j.opt.param_groups[0]['lr']):.2e} | "
           f"{(time.time() - ts[0]) * 1000 / (j.step - ts[1]):.0f} ms/step", flush=True)  # flush: `| tee log` sees it
 
 
@@ -184,13 +202,12 @@ def train_step(j, b, adrop):
     """One optimizer step on the global batch b; returns this rank's part of the mean loss and the
     fraction of attention positions dropped."""
     args = j.args
-    n = units(b["labels"])  # of the global batch; under torchrun each rank takes its share
+    n = units(b)  # of the global batch; under torchrun each rank takes its share
     b, weight = my_share(j, b) if j.world > 1 else (b, 1.0)
     b = to_device(b, j.device)
     if args.compile:
         torch.compiler.cudagraph_mark_step_begin()  # a new step: CUDA graphs may reuse the last one's memory
-    for g in j.opt.param_groups:
-        g["lr"] = j.lr * min(1.0, (j.step + 1) / j.warmup_steps) if j.warmup_steps else j.lr
+    set_lr(j.opt, j.lr * min(1.0, (j.step + 1) / j.warmup_steps) if j.warmup_steps else j.lr)
     dropped = torch.zeros((), device=j.device)
 
     def forward(ids, pad, types, masks):  # through DDP; R-Drop: the batch twice, each copy with its own dropout
@@ -198,8 +215,8 @@ def train_step(j, b, adrop):
 
     def loss(logits, y):
         if args.rdrop:
-            return rdrop.loss_sum(logits, y, j.regression, args.rdrop, loss_sum)
-        return loss_sum(logits, y, j.regression)
+            return rdrop.loss_sum(logits, y, j.regression, args.rdrop, loss_sum, b.get("real"))
+        return loss_sum(logits, y, j.regression, b.get("real"))
 
     masks = None
     if adrop:  # Algorithm 1, lines 7-8: attribution and a mask per layer (addrop.addrop_masks)
@@ -222,25 +239,33 @@ def train_step(j, b, adrop):
     # this rank's part of the global batch mean; DDP averages gradients over ranks, hence * world
     part = total * (weight / n)
     (part * j.world).backward()
-    j.opt.step()
+    j.opt_step()
     j.opt.zero_grad(set_to_none=True)
     return part.detach(), dropped
 
 
-def units(y):
-    """What a loss is a mean over: the examples, or for a token task (labels (B, T)) its scored tokens."""
-    return int((y != addrop.IGNORE).sum()) if y.dim() == 2 else len(y)
+def units(b):
+    """What a loss is a mean over: the batch's examples, or for a token task (labels (B, T)) its scored tokens.
+    A copy that fills the last batch under --compile (data.batches' real) counts for none."""
+    y = b["labels"]
+    if y.dim() == 2:
+        return int((y != addrop.IGNORE).sum())
+    return int(b["real"].sum()) if "real" in b else len(y)
 
 
-def loss_sum(logits, y, regression):
+def loss_sum(logits, y, regression, real=None):
     """The loss summed over units (callers divide by the count they mean): cross-entropy, over the scored
-    tokens for a token task, or for regression (STS-B) the squared error."""
+    tokens for a token task, or for regression (STS-B) the squared error. real (B,) bool: the rows that count
+    (None: all; a token task's copies count for nothing already, their labels being IGNORE)."""
     logits = logits.float()
     if logits.dim() == 3:
         return F.cross_entropy(logits.flatten(0, 1), y.flatten(), ignore_index=addrop.IGNORE, reduction="sum")
+    reduction = "sum" if real is None else "none"
     if regression:
-        return F.mse_loss(logits.squeeze(-1), y, reduction="sum")
-    return F.cross_entropy(logits, y, reduction="sum")
+        per = F.mse_loss(logits.squeeze(-1), y, reduction=reduction)
+    else:
+        per = F.cross_entropy(logits, y, reduction=reduction)
+    return per if real is None else (per * real).sum()
 
 
 def my_share(j, b):
@@ -278,14 +303,15 @@ def evaluate(j, split):
         b = to_device(b, j.device)
         if j.args.compile:  # each batch a new step: CUDA graphs may reuse the last batch's memory (read above)
             torch.compiler.cudagraph_mark_step_begin()
-        with j.autocast():
+        with j.autocast(), first_run(j, "evaluation"):
             logits, _ = j.net(b["input_ids"], b["attention_mask"], b["token_type_ids"])
         if "labels" in b:
-            total += loss_sum(logits, b["labels"], j.regression).item()
-            count += units(b["labels"])
+            total += loss_sum(logits, b["labels"], j.regression, b.get("real")).item()
+            count += units(b)
         out = (logits.float().squeeze(-1) if j.regression else logits.argmax(-1)).cpu()
         for row, i in enumerate(index):
-            preds[i] = out[row, :len(split.y[i])].tolist() if j.token_level else out[row].item()
+            if i >= 0:  # -1: a copy that fills the last batch under --compile
+                preds[i] = out[row, :len(split.y[i])].tolist() if j.token_level else out[row].item()
     j.net.train()
     if j.token_level:
         preds = metrics.word_predictions(preds, split.y, split.examples)
@@ -354,7 +380,7 @@ def summary(j, finished):
             "layers": j.layers, "world_size": j.world, "selection": "holdout" if j.splits["holdout"].y else "dev",
             "best_metric": j.best, "best_epoch": j.best_epoch, "dev_at_best": dev_at_best,
             "history": j.history, "seconds": time.time() - j.t_start, "finished": finished,
-            "provenance": j.provenance}
+            "provenance": j.provenance, **({"compile_seconds": j.compiled} if j.args.compile else {})}
 
 
 def finish(j):
@@ -433,7 +459,8 @@ def setup(args):
     total_steps = min(args.max_steps or 10**12, math.ceil(len(splits["train"].y) / batch_size) * epochs)
     j = Job(args=args, rank=rank, world=world, device=device, task=task, weights=weights, net=net,
             ddp=DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-            if world > 1 else net, opt=adamw(net, lr, args.weight_decay), lr=lr, batch_size=batch_size,
+            if world > 1 else net, opt=(opt := adamw(net, lr, args.weight_decay, compiled=bool(args.compile))),
+            opt_step=compile_optimizer(opt, args.compile) if args.compile else opt.step, lr=lr, batch_size=batch_size,
             max_len=max_len, epochs=epochs, layers=layers, splits=splits, test_index=test_index, pad_id=pad_id,
             out=Path(args.out or f"out/{args.task}"),
             settings={k: v for k, v in vars(args).items() if k not in settings.RESUME_FREE},
@@ -456,14 +483,34 @@ def compile_model(net, backend, device):
         print("note: --compile is for a GPU; on a 2-core CPU a compiled MiniLM step took 1.4x the eager one")
 
 
-def adamw(net, lr, weight_decay):
+def adamw(net, lr, weight_decay, compiled=False):
     """AdamW with no weight decay on biases and LayerNorm (the 1-D parameters). fused: one
     kernel over all parameters, the same update as the default loop at a fraction of its
-    time (on a CPU, 20 ms instead of 120 for MiniLM's 23M parameters)."""
+    time (on a CPU, 20 ms instead of 120 for MiniLM's 23M parameters). compiled (--compile): the
+    foreach form with lr a tensor on the device (capturable), which compile_optimizer turns into one
+    graph that the warm-up's changing lr does not recompile."""
     params = [p for p in net.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
               {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    if compiled:
+        return torch.optim.AdamW(groups, lr=torch.tensor(float(lr), device=params[0].device), foreach=True,
+                                 capturable=True)
     return torch.optim.AdamW(groups, lr=lr, fused=True)
+
+
+def compile_optimizer(opt, backend):
+    """--compile: AdamW's step through torch.compile, one graph for every parameter's update (the same update
+    as the fused kernel, to float rounding) instead of the CPU handing the GPU a kernel per tensor list."""
+    return torch.compile(opt.step, backend=backend)
+
+
+def set_lr(opt, lr):
+    """Every group's learning rate: a number, or under --compile written into its tensor (no recompile)."""
+    for g in opt.param_groups:
+        if isinstance(g["lr"], torch.Tensor):
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
 
 
 def main():

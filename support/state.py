@@ -304,6 +304,20 @@ def save(j, in_epoch=None, local=None):
     j.saved_at = time.time()
 
 
+def load_optimizer(opt, saved):
+    """opt's state from a saved state_dict, keeping opt's own form (fused, or under --compile foreach with its lr
+    a tensor: load_state_dict would take the saved run's), so that a run may resume with --compile changed."""
+    form = [{k: g[k] for k in ("lr", "fused", "foreach", "capturable")} for g in opt.param_groups]
+    opt.load_state_dict(saved)
+    for g, own in zip(opt.param_groups, form):
+        lr = float(g["lr"])
+        g.update(own)
+        if isinstance(g["lr"], torch.Tensor):
+            g["lr"].fill_(lr)
+        else:
+            g["lr"] = lr
+
+
 def resume(j):
     """With --resume: the weights, optimizer, counters, history and random streams of the saved state in
     --out, and when it was saved inside an epoch, how far that epoch had got, so the run goes on exactly as
@@ -313,7 +327,7 @@ def resume(j):
         return
     saved = load_state(j.out, j.settings, j.world, j.device)
     j.net.load_state_dict(saved["model"])
-    j.opt.load_state_dict(saved["optimizer"])
+    load_optimizer(j.opt, saved["optimizer"])
     j.history, j.best, j.best_epoch, j.step = saved["history"], saved["best"], saved["best_epoch"], saved["step"]
     j.best_weights = saved.get("best_weights")
     j.first_epoch = saved["epoch"] + 1

@@ -1009,6 +1009,32 @@ def test_batches_token_labels_and_index():
     assert [b["index"].tolist() for b in data.batches(enc, [0] * 7, 3, 0)] == [[0, 1, 2], [3, 4, 5], [6]]
 
 
+
+def test_static_batches_fill_the_last_with_copies_that_count_for_nothing():
+    """With pad_to (train.py --compile), every batch has one shape, (batch_size, pad_to): the last, short batch is
+    filled with copies of its own rows, marked real = False and index -1, and a token task's copies carry only
+    IGNORE labels (no loss, metric or attribution reads them). Every example is still served exactly once as
+    real, and train.py's loss and unit count over the filled batch equal those of the short one."""
+    import train as train_py
+    enc = fake_encoded(7)
+    token_labels = [[data.IGNORE] + [i % 9] * (len(ids) - 1) for i, (ids, _) in enumerate(enc)]
+    for labels in ([0, 1, 0, 1, 1, 0, 1], token_labels):
+        short = list(data.batches(enc, labels, 3, 0))
+        full = list(data.batches(enc, labels, 3, 0, pad_to=12))
+        assert [tuple(b["input_ids"].shape) for b in full] == [(3, 12)] * 3
+        assert [b["real"].tolist() for b in full] == [[True] * 3, [True] * 3, [True, False, False]]
+        assert [b["index"].tolist() for b in full] == [[0, 1, 2], [3, 4, 5], [6, -1, -1]]
+        last = full[-1]
+        assert torch.equal(last["input_ids"][1], last["input_ids"][0])  # a copy of a real row: no empty row (NaN)
+        if isinstance(labels[0], list):
+            assert (last["labels"][1:] == data.IGNORE).all()
+        logits = torch.randn(3, 12, 9) if isinstance(labels[0], list) else torch.randn(3, 2)
+        y_short = short[-1]["labels"]
+        want = train_py.loss_sum(logits[:1, :y_short.size(-1)] if logits.dim() == 3 else logits[:1], y_short, False)
+        got = train_py.loss_sum(logits, last["labels"], False, last["real"])
+        assert abs(got.item() - want.item()) < 1e-6 and train_py.units(last) == train_py.units(short[-1])
+
+
 def grouped_order(n, seed, epoch, shuffle=True, batch_size=4):
     """Batches of examples of lengths 1 + (37 i mod 23), as lists of example indices."""
     enc = [([100 + i] * (1 + 37 * i % 23), [0] * (1 + 37 * i % 23)) for i in range(n)]
