@@ -67,8 +67,10 @@ def serve(*flags, timeout=180):
 
 
 @contextlib.contextmanager
-def page(url, width=1400, height=1100):
-    """A chromium page at `url`, loaded; yields (page, refused), refused the list of outside URLs it asked for."""
+def page(url, width=1400, height=1100, ready="#stamp", timeout=300):
+    """A chromium page at `url`, loaded, once `ready` (a CSS selector) shows: by default the first sentence's
+    figures, which on a first start come after the tutorial's model is built (about 70 s; `timeout` seconds at
+    most). Yields (page, refused), refused the list of outside URLs it asked for."""
     from playwright.sync_api import sync_playwright
     refused = []
 
@@ -83,7 +85,7 @@ def page(url, width=1400, height=1100):
             p = browser.new_page(viewport={"width": width, "height": height})
             p.route("**/*", loopback_only)
             p.goto(url)
-            p.wait_for_selector("#stamp", timeout=60_000)  # the first sentence is shown
+            p.wait_for_selector(ready, timeout=timeout * 1000)
             yield p, refused
         finally:
             browser.close()
