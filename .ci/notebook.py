@@ -16,7 +16,8 @@ then checked against what is committed:
 - the walkthrough model, run afresh, is trained (dev accuracy above 0.75, the committed run's claim).
 
     python .ci/notebook.py            # check (CI)
-    python .ci/notebook.py --write    # run, and write the fresh outputs into tutorial.ipynb (exercise checks left empty)
+    python .ci/notebook.py --write    # run, and write the fresh outputs into tutorial.ipynb (exercise checks left
+                                      # empty, stderr's warnings left out)
     python .ci/notebook.py --code     # rewrite the source listings' outputs only, from the code as it is now
 """
 import ast
@@ -130,6 +131,9 @@ def main(write=False):
     if write:
         for i in quiet:
             nb.cells[i].outputs, nb.cells[i].execution_count = [], None
+        for i in code_cells:  # stderr left out: libraries' warnings, which differ between environments and name
+            nb.cells[i].outputs = [o for o in nb.cells[i].outputs  # the machine's folders (tqdm's, on gradio's import)
+                                   if not (o.output_type == "stream" and o.get("name") == "stderr")]
         nbformat.write(nb, "tutorial.ipynb")
         print(f"tutorial.ipynb: written, {len(stale)} cells' text changed beyond their numbers: {stale}; "
               f"source listings changed: {misnamed + moved}")

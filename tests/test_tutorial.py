@@ -83,6 +83,18 @@ def test_no_answer_before_its_exercise(e):
            "python .ci/notebook.py --code rewrites them" if listed else ""))
 
 
+@pytest.mark.parametrize("e", make.EXERCISES, ids=lambda e: f"{e.number}-{e.name}")
+def test_exercises_are_posed_as_make_has_them(e):
+    """The cell that poses exercise e names the function, the student's file and the command that runs its
+    lessons as exercises/make.py has them, so that a student who copies the command runs the right lessons; the
+    capstone's command runs every lesson on every answer."""
+    posing = "".join(CELLS[posed(e)]["source"])
+    for part in (f"write `{e.name}`", f"[{e.path}]({e.path})", make.command(e), f"python exercises/hint.py {e.number}"):
+        assert part in posing, f"cell {posed(e)}, which poses exercise {e.number}, does not say {part!r} (exercises/make.py)"
+    capstone = [i for i, cell in enumerate(CELLS) if "".join(cell["source"]).startswith("## ") and "capstone" in "".join(cell["source"])]
+    assert capstone and make.command_all() in "".join(CELLS[capstone[0]]["source"]), f"the capstone does not say {make.command_all()!r}"
+
+
 def test_answers_come_last_and_are_marked():
     """Every exercise's answer is shown after the last exercise is posed, under a heading that says these are
     the answers, in the order of the exercises, each folded (<details>) so that no one reads it by scrolling,
