@@ -1,8 +1,8 @@
 """
 What building the masks of all layers costs on a GPU under --compile, timed interleaved, with the compile time
 of each way and the kernels of one call (BERT-base's shape: 12 layers of batch 32 x 128, 12 heads, 8 of 32 rows
-half padding; p = 0.7, q = 0.1, the RTE setting). Every way but the first and the kernel ways builds all layers'
-masks in one graph, the layers' scores joined into one batch as addrop.layer_masks joins them (train.py --compile):
+half padding; p = 0.7, q = 0.1, the RTE setting). Every way but the first builds all layers' masks in one graph,
+the layers' scores joined into one batch as addrop.layer_masks joins them (train.py --compile):
 
     python studies/mask_graphs.py                  # every way below, in one process
     python studies/mask_graphs.py --ways layer_masks,bisect   # only those (a GPU session runs each way in
@@ -14,7 +14,10 @@ not be stored); bisect, no sort: b^[idx] found by 32 halvings of the floats' bit
 candidate when at least int(n (1 - p)) + 1 real keys score at most its score. Those four are each compiled
 alone first and checked equal to the sort's candidates on every real pair. kernel-sort and kernel-bisect:
 studies/mask_kernel.py's hand-written Triton kernel, b^[idx] by the sort or by bisection, each row in registers
-and a launch per layer (--rows rows per program on --warps warps), checked equal to drop_mask's masks at q = 1.
+(--rows rows per program on --warps warps), checked equal to drop_mask's masks at q = 1 (a launch per layer,
+eagerly); timed as a user's mask runs, an entry of addrop.MASKS that layer_masks compiles as it compiles
+train.py's: the layers joined, one launch in the graph. (RESULTS.md's kernel figures of 2026-11-27 were
+measured with a launch per layer and no join, before the kernel became a mask of addrop.MASKS.)
 
 Needs a CUDA GPU (--device cpu runs it in miniature, without the kernel ways). --machine-code needs none: it
 prints the kernel's registers and instructions as Triton compiles it for a GPU (--arch), for a few shapes.
@@ -110,7 +113,27 @@ def joined(cand, scores, attention_mask):  # addrop.layer_masks with the candida
     s, am = torch.cat(scores), attention_mask.repeat(L, 1)
     real, n = am.bool()[:, None, None, :], am.sum(-1)
     drop = cand(s, real, n, n * KEEP // 10**6) & (torch.rand(s.shape, device=s.device) < Q)
-    return addrop._real_rows(drop, am).chunk(L)
+    return guarded(drop, am).chunk(L)
+
+
+def guarded(drop, attention_mask):
+    """What every mask of addrop does last (drop_mask's docstring), in the form a GPU and a compiled graph run:
+    real (query, key) pairs only, and a row that would lose every real key keeps them all."""
+    real = attention_mask.bool()
+    drop = drop & real[:, None, :, None] & real[:, None, None, :]
+    return drop & ~(drop | ~real[:, None, None, :]).all(-1, keepdim=True)
+
+
+def compiled(fn, *args):
+    """A call of no arguments: fn(*args) with addrop.GRAPH_BACKEND inductor, as train.py --compile sets it (the
+    masks of all layers as one compiled graph, addrop.layer_masks), for that call alone."""
+    def call():
+        old, addrop.GRAPH_BACKEND = addrop.GRAPH_BACKEND, "inductor"
+        try:
+            return fn(*args)
+        finally:
+            addrop.GRAPH_BACKEND = old
+    return call
 
 
 def kernel():
@@ -124,9 +147,10 @@ def kernel():
 
 def kernel_is_drop_mask(name, scores, am, rows, warps):
     """Whether the kernel way `name` (KERNELS) gives addrop.drop_mask's masks at q = 1, where no coin enters:
-    the masks are then the scores' alone (Eq. 6's candidates, real pairs, the guard)."""
+    the masks are then the scores' alone (Eq. 6's candidates, real pairs, the guard). Each layer's alone,
+    eagerly: the kernel's launch per layer against MASKS["high"]."""
     k = kernel().kernel_masks(scores, am, P, 1.0, bisect=KERNELS[name], rows=rows, warps=warps)
-    return all(torch.equal(a, b) for a, b in zip(k, addrop.layer_masks(scores, range(len(scores)), am, P, 1.0)))
+    return all(torch.equal(a, b) for a, b in zip(k, addrop.layer_masks(scores, am, P, 1.0)))
 
 
 def machine_code(arch, L, B):
@@ -146,15 +170,15 @@ def machine_code(arch, L, B):
 
 def build(name, scores, am, rows=None, warps=1):
     """The way `name` (WAYS) as a call of no arguments that builds all layers' masks."""
-    L = len(scores)
-    if name in KERNELS:  # compiled as addrop.layer_masks compiles its path, the kernel's launches in its graph
-        f = addrop.whole_graph(kernel().stacked(KERNELS[name], rows, warps), "inductor")
-        return lambda: f(scores, am, P, Q, False)
+    if name in KERNELS:  # the kernel as a user adds a mask: an entry of addrop.MASKS, by its way's name, that
+        # addrop.layer_masks compiles as it compiles train.py's (the layers joined, the kernel's launch in its graph)
+        addrop.MASKS[name] = kernel().kernel_mask(KERNELS[name], rows=rows, warps=warps)
+        return compiled(addrop.layer_masks, scores, am, P, Q, name)
     if name == "per-layer":
         per_layer = addrop.whole_graph(addrop.drop_mask, "inductor")
         return lambda: [per_layer(s, am, P, Q) for s in scores]
     if name == "layer_masks":
-        return lambda: addrop.layer_masks(scores, range(L), am, P, Q, compile="inductor")
+        return compiled(addrop.layer_masks, scores, am, P, Q)
     f = torch.compile(functools.partial(joined, CANDIDATES[name]), fullgraph=True, dynamic=False)
     return lambda: f(scores, am)
 

@@ -4,10 +4,18 @@ train.py --compile runs (addrop.layer_masks: inductor's kernels for the layers' 
 compared, flipped and guarded), not a part of it. RESULTS.md measured those masks at 0.16 of a compiled plain
 step on two H200s against a target of 0.10, after inductor had already fused the sort into one kernel.
 
-One program takes ROWS rows (example, head, query) of one layer, every key of a row in registers, and writes
+It plugs in as a user adds a mask: kernel_mask() is a function of addrop.MASKS' signature, and one entry names it,
+
+    addrop.MASKS["kernel-sort"] = mask_kernel.kernel_mask()                # or kernel_mask(bisect=True)
+    addrop.addrop_masks(model, batch, layers, p, q, mask="kernel-sort")   # eagerly, or with GRAPH_BACKEND set
+
+so that the kernel's masks and train.py's ("high") come from the same code but for that one function. Eagerly
+layer_masks calls it once per layer; under compile (addrop.GRAPH_BACKEND) it gets the layers' scores joined into
+one batch, as every mask does there, and the kernel runs one launch over all of them, inside the compiled graph.
+
+One program takes ROWS rows (example, head, query) of the scores, every key of a row in registers, and writes
 their masks: Eq. 6's threshold b^[idx], the coin flips of Eq. 7 (Philox, drawn in the kernel, never stored),
-the padding pairs and the guard, in one pass over the scores. No join of the layers (a copy of all scores):
-one launch per layer. b^[idx] is found one of two ways (BISECT):
+the padding pairs and the guard, in one pass over the scores. b^[idx] is found one of two ways (BISECT):
 - the sort: each row sorted ascending (padding last), entry idx read, as addrop.drop_mask reads Eq. 6;
 - bisection: no sort; b^[idx] is the largest t with at most idx real scores below it, built from the floats'
   bits one bit at a time from the top (32 counts of the row, like studies/mask_graphs.py's bisect, but on
@@ -20,6 +28,7 @@ Its masks equal addrop.drop_mask's for the same scores wherever the coins do not
 included, and its coins are fair; checked on a CPU by Triton's interpreter (studies/mask_kernel_checks.py).
 Needs the triton package (it comes with torch's CUDA builds; CI installs it for the interpreter).
 """
+import functools
 import os
 import re
 import subprocess
@@ -78,23 +87,23 @@ def default_rows(T):
     return max(1, 256 // triton.next_power_of_2(T))
 
 
-def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=None, warps=1):
-    """addrop.layer_masks' compiled path by the kernel: scores a list of L layers' (B, H, T, T) attribution,
-    attention_mask (B, T) 1 real, 0 padding, p, q, low as in addrop.drop_mask. Returns a tuple of L bool masks
+def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=None, warps=1, generator=None):
+    """The kernel's masks of a list of L layers' (B, H, T, T) attribution scores, one launch each: attention_mask
+    (B, T) 1 real, 0 padding, p, q, low and generator as in addrop.drop_mask. Returns a tuple of L bool masks
     (B, H, T, T), True where dropped. bisect: find b^[idx] by bisection instead of the sort; rows: rows per
-    program, a power of two (None: default_rows); warps: Triton's num_warps. Each layer draws its own seed from torch's stream.
-    The default, 2 rows on one warp at T = 128, keeps each row's counts and exchanges inside a warp: spread over 4 warps
-    they pass through shared memory, behind barriers, and the machine code runs 1.4-2x the instructions a row
-    (mask_graphs.py --machine-code)."""
+    program, a power of two (None: default_rows); warps: Triton's num_warps. Each launch draws its own seed from
+    torch's stream (or generator's). The default, 2 rows on one warp at T = 128, keeps each row's counts and
+    exchanges inside a warp: spread over 4 warps they pass through shared memory, behind barriers, and the machine
+    code runs 1.4-2x the instructions a row (mask_graphs.py --machine-code)."""
     B, H, T, _ = scores[0].size()
-    if B * H * T * T >= 2**31:  # the coins' offsets within a layer are int32
-        raise ValueError(f"kernel_masks: a layer of {B} x {H} x {T} x {T} scores is over 2^31 entries")
+    if B * H * T * T >= 2**31:  # the coins' offsets within a launch are int32
+        raise ValueError(f"kernel_masks: {B} x {H} x {T} x {T} scores in one launch are over 2^31 entries")
     keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6, as drop_mask
     if q == 0 or keep == 10**6:  # nothing is dropped, no coin flips are drawn
         return tuple(torch.zeros(B, H, T, T, dtype=torch.bool, device=s.device) for s in scores)
     rows = rows or default_rows(T)
     am = attention_mask.contiguous()
-    seeds = torch.randint(2**31 - 1, (len(scores),), device=am.device)
+    seeds = torch.randint(2**31 - 1, (len(scores),), device=am.device, generator=generator)
     out = []
     for layer, s in enumerate(scores):
         M = torch.empty(B, H, T, T, dtype=torch.bool, device=s.device)
@@ -105,10 +114,16 @@ def kernel_masks(scores, attention_mask, p, q, low=False, bisect=False, rows=Non
     return tuple(out)
 
 
-def stacked(bisect=False, rows=None, warps=1):
-    """kernel_masks with addrop._stacked_masks' signature (scores, attention_mask, p, q, low), to stand in for
-    it: bench.py --kernel swaps it in for the length of a step."""
-    return lambda scores, attention_mask, p, q, low: kernel_masks(scores, attention_mask, p, q, low, bisect, rows, warps)
+@functools.cache
+def kernel_mask(bisect=False, low=False, rows=None, warps=1):
+    """The kernel as a mask of addrop.MASKS' signature, (scores (B, H, T, T), attention_mask (B, T), p, q,
+    generator=None) -> M (B, H, T, T) bool: register it under a name of its own (addrop.MASKS["kernel-sort"] =
+    kernel_mask()) and pass that name as addrop_masks' or layer_masks' mask. low: the mirror strategy (as
+    MASKS["low"]); bisect, rows, warps: as in kernel_masks. The same settings give the same function (cached),
+    so a compiled graph made with it is found again."""
+    def mask(scores, attention_mask, p, q, generator=None):
+        return kernel_masks([scores], attention_mask, p, q, low, bisect, rows, warps, generator)[0]
+    return mask
 
 
 def jit_kernel():

@@ -21,6 +21,9 @@ from sweep import (Run, fmt, mean_std, model_config, output_base, plt_figure, sa
 # -----------------------------------------------------------------------------
 # 1. the prior experiment (Section 2.2, Figure 2)
 
+# --drop-low, not --mask low: train.py takes it as --mask low (the same training), and a run's saved flags then
+# still match those of the runs made before --mask existed (drop_low true), which a sweep reads back instead of
+# training again; --mask low would save drop_low false. RD's mask is --mask random, train.py's default for rd.
 STRATEGIES = {  # name -> train.py flags; all in the first layer at rate 0.3 (p=0.3, every candidate dropped)
     "no dropping": dict(p=0),
     "random": dict(p=0.3, q=1.0, attribution="rd"),
