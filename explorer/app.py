@@ -28,7 +28,7 @@ METHODS = [("GA: gradient, Eq. 5", "ga"), ("IGA: integrated gradients, Eq. 3", "
            ("AA: attention weights", "aa"), ("RD: random", "rd")]
 BLUE, RED = (33, 102, 172), (178, 24, 43)
 CSS = """
-.map { display: grid; font: 11px/13px monospace; }
+.map { display: inline-grid; font: 11px/13px monospace; }
 .map .keys { display: flex; align-items: flex-end; }
 .map .keys span { writing-mode: vertical-rl; transform: rotate(180deg); width: 13px; max-height: 7em;
                   overflow: hidden; }
@@ -48,6 +48,8 @@ CSS = """
 .bars .thr { grid-column: 1 / -1; border-top: 2px dashed #b2182b; color: #b2182b; font-size: 11px; }
 .bars .tie { color: #b2182b; }
 .figs td, .figs th { padding: 1px 10px; text-align: right; white-space: nowrap; }
+#spread { width: auto; font-size: 12px; }
+#spread td, #spread th { padding: 1px 5px; }
 .note { color: #555; font-size: 12px; }
 .offscreen { position: absolute !important; left: -10000px; width: 1px; height: 1px; overflow: hidden; }
 #hover { position: fixed; z-index: 1000; display: none; pointer-events: none; background: #fff; border: 1px solid
@@ -278,7 +280,7 @@ def guard_note(v):
             "whole when all its coins come up &quot;drop&quot; (probability q<sup>n</sup>).</span>" if whole else "")
 
 
-def strip(xs, lo, hi, mark=None, width=180):
+def strip(xs, lo, hi, mark=None, width=140):
     """The values xs as dots on a line from lo to hi (an inline SVG), 0 as a grey tick; mark: one in red."""
     def x(u):
         return 4 + (width - 8) * (u - lo) / ((hi - lo) or 1.0)
@@ -294,13 +296,13 @@ def draw_spread(v, attribution, changes):
     shown = session.mask_name(v["method"], v["low"])
     lo, hi = min(min(c) for c in changes.values()), max(max(c) for c in changes.values())
     seeds = session.SEEDS
-    rows = [["mask", "median", "middle half", "range", f"each seed, {lo:+.3f} to {hi:+.3f}"]]
+    rows = [["mask", "median", "middle half", "range", f"seeds, {lo:+.2f} to {hi:+.2f}"]]
     for name, c in changes.items():
         q1, _, q3 = statistics.quantiles(c, n=4, method="inclusive")
         here = v["seed"] - seeds.start if name == shown and v["seed"] in seeds else None
         rows.append([names[name] + (" (shown)" if name == shown else ""),
-                     (f"{statistics.median(c):+.4f}", f"spread-{name}"), f"{q1:+.4f} .. {q3:+.4f}",
-                     f"{min(c):+.4f} .. {max(c):+.4f}", strip(c, lo, hi, None if here is None else c[here])])
+                     (f"{statistics.median(c):+.4f}", f"spread-{name}"), f"{q1:+.3f} .. {q3:+.3f}",
+                     f"{min(c):+.3f} .. {max(c):+.3f}", strip(c, lo, hi, None if here is None else c[here])])
     return (f"<h4>One draw is noise: F_c~ masked - unmasked over seeds {seeds.start}-{seeds.stop - 1}, at p = "
             f"{v['p']:.2f}, q = {v['q']:.2f}, layer {v['layer'] + 1}</h4>{table(rows, 'spread')}"
             '<p class="note">Each dot one seed\'s mask (the page\'s draw for that seed), red the seed shown; the '
@@ -317,8 +319,9 @@ def draw_build(b):
     else:
         where, bar = "starting train.py (reading SST-2, loading the weights)", '<progress id="build-progress"></progress>'
     last = "<br>".join(html.escape(line) for line in b.lines[-4:])
-    return (f'<div id="build"><p><b>Building the tutorial\'s model</b> ({html.escape(b.shown())}/): '
-            f"{where}, {b.elapsed():.0f} s so far.</p>{bar}<pre style=\"font-size: 11px\">{last}</pre></div>")
+    return (f'<div id="build"><p><b>Building the tutorial\'s model</b> in {html.escape(b.shown())}/, '
+            f"{html.escape(b.what)}: {where}, {b.elapsed():.0f} s so far.</p>{bar}"
+            f'<pre style="font-size: 11px">{last}</pre></div>')
 
 # -----------------------------------------------------------------------------
 # the page

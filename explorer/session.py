@@ -84,7 +84,7 @@ def load(folder=None):
                 "holds no classifier, the head is fresh and its predictions meaningless.")
     elif data.get_task(task).text_b is not None:
         note += f" This model was trained on {data.get_task(task).name}, sentence pairs: type both sentences."
-    return Loaded(net, tok, tuple(classes), folder, task, note)
+    return Loaded(net, tok, tuple(classes), shown(d) if d == tutorial_dir else folder, task, note)
 
 
 def shown(d):
