@@ -5,9 +5,9 @@ beside the paper's Table 7 (BERT-base) and the floor each method cannot beat.
     python studies/bench.py                            # the installed all-MiniLM-L6-v2, batch 16 x 128
     python studies/bench.py --config base --skip-iga   # a random BERT-base-sized model (12 layers, 768)
 
-A step is what train.py does per batch: masks = addrop.addrop_masks(...) (not for plain fine-tuning; the
-masks part of addrop.addrop_step),
-the masked forward, cross-entropy, backward, AdamW step, zero_grad; p = 0.7, q = 0.1 (the RTE setting).
+A step is what train.py's train_step does per batch: masks = addrop.addrop_masks(...) (not for plain
+fine-tuning), the masked forward, cross-entropy, backward, AdamW step, zero_grad; p = 0.7, q = 0.1 (the
+RTE setting).
 One fixed random batch lives on the device before any clock starts (perf_counter, with a CUDA
 synchronize). After warm-up, the methods run in rounds, each method between two plain steps:
 plain, ga-first, plain, ga-all, plain, ... A method's ratio in a round is its time over the mean of
@@ -46,8 +46,7 @@ import json
 import os
 import statistics
 import sys
-import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -67,8 +66,8 @@ from support import checkpoint
 import data
 import model as modeling
 from bf16_masks import bf16_masks  # --bf16-masks (bf16_masks.py)
-from timing import (counted_flops, cudagraph_counts, gpu_kernels, host_syncs, issue_ms, matmul_peak,  # how it
-                    model_flops, neighbour, time_rounds)  # measures (timing.py)
+from bench_tables import print_busy, print_data, print_hf, print_kernel, print_methods, print_parts  # the tables
+from timing import counted_flops, host_syncs, matmul_peak, model_flops, time_rounds  # how it measures (timing.py)
 from support import settings
 import train
 
@@ -78,8 +77,6 @@ METHODS = {"plain": (None, None, "1"), "ga-first": ("ga", "first", "1.95 (STS-B)
            "aa-all": ("aa", "all", "1.42-1.94"), "rd-all": ("rd", "all", "1.31-1.42"),
            "iga-first": ("iga", "first", "15.00 (STS-B)"), "iga-all": ("iga", "all", "99.6-125.7")}
 TARGETS = {"plain": 1.0, "ga-first": 1.8, "ga-all": 1.8, "aa-all": 1.4, "rd-all": 1.1, "iga-first": 16.0}
-# what a user pays: each step against the plain step of Hugging Face's BertForSequenceClassification (eager)
-TARGETS_HF = {"plain": 0.80, "ga-first": 1.30, "ga-all": 1.35, "aa-all": 1.15, "rd-all": 0.85}
 MASKS = ("drop_mask", "select", "random_mask")  # the masks alone, timed apart (masks_only)
 
 
@@ -91,57 +88,64 @@ def extra_and_target(name, L):
     return extra, TARGETS.get(name) or 55 / 48 * (1 + extra / 3)
 
 
+# the flags, in the order --help lists them: (flag, add_argument's keywords)
+FLAGS = (
+    ("--config", dict(default="minilm", choices=("minilm", "base"),
+                      help="minilm: the installed all-MiniLM-L6-v2 weights; base: a random BERT-base-sized model")),
+    ("--device", dict(default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")),
+    ("--batch-size", dict(type=int, default=16, help="B, examples per step")),
+    ("--seq-len", dict(type=int, default=128, help="T, tokens per example (a quarter of the rows are padded)")),
+    ("--steps", dict(type=int, default=7, help="timed rounds; each method's figures are medians over these")),
+    ("--warmup", dict(type=int, default=2, help="untimed rounds first")),
+    ("--iga-steps", dict(type=int, default=1, help="of those, how many (the last ones) include IGA, which takes "
+                                                   "15-50x a step and skips warm-up")),
+    ("--skip-iga", dict(action="store_true", help="leave out both IGA rows")),
+    ("--no-hf", dict(action="store_true", help="leave out the Hugging Face comparison")),
+    ("--compile", dict(action="store_true", help="also time the steps compiled (train.py --compile: torch.compile, "
+                       "CUDA graphs on a GPU), each beside its eager row, and Hugging Face's sdpa step compiled the "
+                       "same way")),
+    ("--parts", dict(action="store_true", help="also time the parts of each GA and AA step apart, in the same rounds: "
+                     "the attribution (NAME:attribution) and the masked step with all layers' masks (masked-all), "
+                     "beside the masks alone: where an AD-DROP step's time goes beyond a plain step's")),
+    ("--kernel", dict(default=None, choices=("sort", "bisect"), help="with --compile on a GPU, also time each compiled "
+                      "GA and AA step, and the masks, with the masks built by studies/mask_kernel.py's Triton kernel "
+                      "(NAME/kernel+c), b^[idx] by the sort or by bisection, beside the same steps as train.py builds "
+                      "them, in the same rounds")),
+    ("--methods", dict(default=None, help="time only these, comma-separated (plain always runs): "
+                       + ", ".join(METHODS))),
+    ("--data-dir", dict(default=None, help="GLUE folder for the data benchmark (default: $GLUE_DIR, else data/glue)")),
+    ("--json", dict(default=None, metavar="PATH", help="also write every figure to PATH as JSON")),
+    ("--threads", dict(type=int, default=None, help="torch CPU threads (default: torch's choice); on a CPU shared with "
+                       "other jobs 1 can be faster and steadier: every parallel op waits for its slowest thread")),
+    ("--seed", dict(type=int, default=0, help="seeds the batch, the fresh weights and the masks")),
+    ("--dtype", dict(default="fp32", choices=("fp32", "bf16"), help="bf16: every step under bfloat16 autocast, as "
+                     "train.py --dtype bf16 (ours and Hugging Face's)")),
+    ("--bf16-masks", dict(action="store_true", help="instead of timing: how often masks from a bf16 attribution pass "
+                          "agree with float32's, on real RTE dev batches with the installed all-MiniLM-L6-v2")),
+    ("--checkpoint", dict(default=None, metavar="DIR", help="--bf16-masks: a fine-tuned model (train.py's --out; its "
+                          "task's dev set is used) instead of MiniLM with a fresh head on RTE")),
+)
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="minilm", choices=("minilm", "base"),
-                    help="minilm: the installed all-MiniLM-L6-v2 weights; base: a random BERT-base-sized model")
-    ap.add_argument("--device", default=None, help="cpu, cuda, cuda:1 ... (default: cuda when available)")
-    ap.add_argument("--batch-size", type=int, default=16, help="B, examples per step")
-    ap.add_argument("--seq-len", type=int, default=128, help="T, tokens per example (a quarter of the rows are padded)")
-    ap.add_argument("--steps", type=int, default=7, help="timed rounds; each method's figures are medians over these")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
-    ap.add_argument("--iga-steps", type=int, default=1,
-                    help="of those, how many (the last ones) include IGA, which takes 15-50x a step and skips warm-up")
-    ap.add_argument("--skip-iga", action="store_true", help="leave out both IGA rows")
-    ap.add_argument("--no-hf", action="store_true", help="leave out the Hugging Face comparison")
-    ap.add_argument("--compile", action="store_true",
-                    help="also time the steps compiled (train.py --compile: torch.compile, CUDA graphs on a GPU), each "
-                         "beside its eager row, and Hugging Face's sdpa step compiled the same way")
-    ap.add_argument("--parts", action="store_true",
-                    help="also time the parts of each GA and AA step apart, in the same rounds: the attribution "
-                         "(NAME:attribution) and the masked step with all layers' masks (masked-all), beside the masks "
-                         "alone: where an AD-DROP step's time goes beyond a plain step's")
-    ap.add_argument("--kernel", default=None, choices=("sort", "bisect"),
-                    help="with --compile on a GPU, also time each compiled GA and AA step, and the masks, with the "
-                         "masks built by studies/mask_kernel.py's Triton kernel (NAME/kernel+c), b^[idx] by the sort "
-                         "or by bisection, beside the same steps as train.py builds them, in the same rounds")
-    ap.add_argument("--methods", default=None, help="time only these, comma-separated (plain always runs): "
-                    + ", ".join(METHODS))
-    ap.add_argument("--data-dir", default=None,
-                    help="GLUE folder for the data benchmark (default: $GLUE_DIR, else data/glue)")
-    ap.add_argument("--json", default=None, metavar="PATH", help="also write every figure to PATH as JSON")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice); on a CPU "
-                    "shared with other jobs 1 can be faster and steadier: every parallel op waits for its slowest thread")
-    ap.add_argument("--seed", type=int, default=0, help="seeds the batch, the fresh weights and the masks")
-    ap.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"),
-                    help="bf16: every step under bfloat16 autocast, as train.py --dtype bf16 (ours and Hugging Face's)")
-    ap.add_argument("--bf16-masks", action="store_true",
-                    help="instead of timing: how often masks from a bf16 attribution pass agree with float32's, "
-                         "on real RTE dev batches with the installed all-MiniLM-L6-v2")
-    ap.add_argument("--checkpoint", default=None, metavar="DIR",
-                    help="--bf16-masks: a fine-tuned model (train.py's --out; its task's dev set is used) instead of "
-                         "MiniLM with a fresh head on RTE")
+    for flag, kw in FLAGS:
+        ap.add_argument(flag, **kw)
     args = ap.parse_args(argv)
+    refuse_bad_args(ap, args)
+    return args
+
+
+def refuse_bad_args(ap, args):
+    """ap.error (exit 2, the flag named) on bad input, before any model is built; --seq-len against the position
+    table is checked in build."""
     if args.kernel and not args.compile:
         ap.error("--kernel: the kernel stands in for the compiled masks; add --compile")
-    # refuse bad input before any model is built; --seq-len against the position table is checked in main
-    for flag in ("batch_size", "steps", "iga_steps", "threads"):
-        if getattr(args, flag) is not None and getattr(args, flag) < 1:
-            ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be at least 1")
     # make_batch pads a quarter of the rows to between T // 4 and T tokens (T < 4: to none, a NaN row), and the
     # tokenising benchmark needs room for a sentence pair beside the 3 special tokens
-    if args.seq_len < 8:
-        ap.error(f"--seq-len {args.seq_len}: must be at least 8")
+    for flag, least in (("batch_size", 1), ("steps", 1), ("iga_steps", 1), ("threads", 1), ("seq_len", 8)):
+        if getattr(args, flag) is not None and getattr(args, flag) < least:
+            ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: must be at least {least}")
     if not 0 <= args.seed < 2**63:  # torch.manual_seed takes a 64-bit integer
         ap.error(f"--seed {args.seed}: must be in [0, 2**63)")
     if args.warmup < 0:
@@ -159,7 +163,6 @@ def parse_args(argv=None):
         data.resolve_data_dir(args.data_dir)
     except data.DataError as e:
         ap.error(str(e))
-    return args
 
 
 def make_batch(cfg, B, T, device, seed):
@@ -175,74 +178,77 @@ def make_batch(cfg, B, T, device, seed):
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def our_step(net, opt, b, attribution, layers, compile=None):
-    """One step of train.py's loop (dropped_fraction included: train.py accumulates it every step);
-    compile: the backend of a model that train.compile_model compiled, for the masks too."""
-    masks = None
-    if compile:
+# -----------------------------------------------------------------------------
+# the steps timed: each runs under graph_backend, compiled (a backend) or eager (None)
+
+@contextmanager
+def graph_backend(backend, new_step=True):
+    """For one step: addrop.GRAPH_BACKEND = backend, as train.py --compile sets it (the masks as compiled graphs;
+    None: eagerly), set back after. new_step: a compiled model's step first begins a new CUDA graph step."""
+    old, addrop.GRAPH_BACKEND = addrop.GRAPH_BACKEND, backend
+    if backend and new_step:
         torch.compiler.cudagraph_mark_step_begin()
-    if attribution is not None:
-        masks = addrop.addrop_masks(net, b, layers, P, Q, attribution, m=M_IG, compile=compile)
-        count = addrop.whole_graph(addrop.dropped_fraction, compile)
-        count(masks, b["attention_mask"])
+    try:
+        yield
+    finally:
+        addrop.GRAPH_BACKEND = old
+
+
+def our_step(net, opt, b, attribution, layers, backend=None, mask=None):
+    """One step of train.py's loop (train_step): the masks (addrop.addrop_masks) and dropped_fraction (train.py
+    accumulates it every step), then the masked step; backend: that of a model train.compile_model compiled, for
+    the masks too (None: eager); mask: a key of addrop.MASKS (None: train.py's default, random for RD)."""
+    masks = None
+    with graph_backend(backend):
+        if attribution is not None:
+            mask = mask or ("random" if attribution == "rd" else "high")
+            masks = addrop.addrop_masks(net, b, layers, P, Q, attribution, mask=mask, m=M_IG)
+            addrop.whole_graph(addrop.dropped_fraction, backend)(masks, b["attention_mask"])
     masked_step(net, opt, b, masks)
 
 
-def masked_step(net, opt, b, masks, compile=None):
+def masked_step(net, opt, b, masks, backend=None):
     """Step 4 and the update: the forward with the masks given (None: a plain step), cross-entropy, backward,
-    AdamW, zero_grad. compile: as in our_step, which calls it after building its masks."""
-    if compile:
-        torch.compiler.cudagraph_mark_step_begin()
-    logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
-    F.cross_entropy(logits, b["labels"]).backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    AdamW, zero_grad. backend: as in our_step, which calls it after building its masks."""
+    with graph_backend(backend):
+        logits, _ = net(b["input_ids"], b["attention_mask"], b["token_type_ids"], masks)
+        F.cross_entropy(logits, b["labels"]).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
 
 
-def attribution_only(net, b, attribution, layers, compile=None):
+def attribution_only(net, b, attribution, layers, backend=None):
     """Steps 1-2 alone: the first pass and the attribution of an AD-DROP step, scores left unused."""
-    if compile:
-        torch.compiler.cudagraph_mark_step_begin()
-    addrop.attribute(net, b, layers, attribution, m=M_IG)
+    with graph_backend(backend):
+        addrop.attribute(net, b, layers, attribution, m=M_IG)
 
 
 @torch.no_grad()
-def forward(net, b, compile=None):
-    """F: one forward in eval mode without a graph, the unit of the floor (compile: of a compiled model, as in
+def forward(net, b, backend=None):
+    """F: one forward in eval mode without a graph, the unit of the floor (backend: of a compiled model, as in
     our_step)."""
-    if compile:
-        torch.compiler.cudagraph_mark_step_begin()
-    net.eval()
-    net(b["input_ids"], b["attention_mask"], b["token_type_ids"])
-    net.train()
+    with graph_backend(backend):
+        net.eval()
+        net(b["input_ids"], b["attention_mask"], b["token_type_ids"])
+        net.train()
 
 
-def masks_only(b, scores, kind, compile=None):
+def masks_only(b, scores, kind, backend=None, mask="high"):
     """What the floor counts as free: the masks of all layers from scores at hand (Eq. 6-7), as train.py
-    builds them (addrop.layer_masks: with compile, all layers in one graph), or one compiled graph per layer
+    builds them (addrop.layer_masks: with a backend, all layers in one graph), or one compiled graph per layer
     ("drop_mask/layer", the way before), or their selection alone (the kthvalue inside drop_mask), or RD's
-    random masks; compile: the torch.compile backend, or None (eager)."""
-    if kind == "drop_mask":  # as train.py builds them: compiled, all layers in one graph
-        return addrop.layer_masks(scores, range(len(scores)), b["attention_mask"], P, Q, compile=compile)
-    mask = addrop.whole_graph(addrop.drop_mask, compile)
-    rd = addrop.whole_graph(addrop.random_mask, compile)
-    for S in scores:
-        if kind == "select":
-            S.kthvalue(S.size(-1) // 2, dim=-1)
-        elif kind == "drop_mask/layer":  # one graph per layer
-            mask(S, b["attention_mask"], P, Q)
-        else:
-            rd(b["attention_mask"], S.size(1), P, Q)
-
-
-def with_kernel(step, masks):
-    """step with its compiled masks built by studies/mask_kernel.py's kernel (masks: mask_kernel.stacked's) in
-    place of addrop._stacked_masks, for this call: addrop.whole_graph keeps a compiled graph for each."""
-    old, addrop._stacked_masks = addrop._stacked_masks, masks
-    try:
-        step()
-    finally:
-        addrop._stacked_masks = old
+    random masks; backend: the torch.compile backend, or None (eager); mask: layer_masks' (--kernel's)."""
+    with graph_backend(backend, new_step=False):
+        if kind == "drop_mask":  # as train.py builds them: compiled, all layers in one graph
+            return addrop.layer_masks(scores, b["attention_mask"], P, Q, mask=mask)
+        mask, rd = (addrop.whole_graph(fn, backend) for fn in (addrop.drop_mask, addrop.random_mask))
+        for S in scores:
+            if kind == "select":
+                S.kthvalue(S.size(-1) // 2, dim=-1)
+            elif kind == "drop_mask/layer":  # one graph per layer
+                mask(S, b["attention_mask"], P, Q)
+            else:
+                rd(S, b["attention_mask"], P, Q)
 
 
 def hf_step(net, opt, b):
@@ -271,29 +277,10 @@ def hf_models(cfg, device, compile=False):
     return out
 
 
-def data_throughput(args, weights, max_len):
-    """examples/s of tokenising (load_tokenizer + encode) and of data.batches on RTE (else SST-2) train, at most
-    its first 4000 examples; None where neither is in the data folder."""
-    d = data.resolve_data_dir(args.data_dir)
-    for task in ("rte", "sst2"):
-        try:
-            ex = data.load_split(task, "train", d)[:4000]
-        except data.DataError:
-            continue
-        t0 = time.perf_counter()
-        tok = data.load_tokenizer(weights, max_len)
-        encoded, labels = data.encode(tok, ex)
-        t1 = time.perf_counter()
-        for _ in data.batches(encoded, labels, args.batch_size, data.pad_token_id(tok), shuffle=True):
-            pass
-        t2 = time.perf_counter()
-        return {"task": task, "dir": str(d), "examples": len(ex),
-                "tokenise_per_s": len(ex) / (t1 - t0), "batch_per_s": len(ex) / (t2 - t1)}
-    return None
-
 
 # -----------------------------------------------------------------------------
-# the timing, step by step: build, time in rounds, summarise, print, then the data pipeline
+# the timing, step by step: build, time in rounds (timing.py), summarise, then the tables and the data pipeline
+# (bench_tables.py)
 
 def build(args):
     """The model, its optimizer and one batch on the device, and every step to time by name: the methods, F
@@ -333,10 +320,10 @@ def build(args):
     steps.update({k: partial(masks_only, batch, scores, k) for k in MASKS})
     if args.compile:
         steps.update(compiled_steps(net, batch, names, parts, all_masks, scores, device))
-    if kernel:
-        masks = kernel.stacked(bisect=args.kernel == "bisect")
+    if kernel:  # the kernel plugs in as a mask of its own (mask_kernel.py), in place of train.py's "high"
+        addrop.MASKS["kernel-" + args.kernel] = kernel.kernel_mask(bisect=args.kernel == "bisect")
         for n in [n for n in steps if n.endswith("+c") and METHODS.get(n[:-2], "-")[0] in ("ga", "aa")] + ["drop_mask+c"]:
-            steps[n[:-2] + "/kernel+c"] = partial(with_kernel, steps[n], masks)
+            steps[n[:-2] + "/kernel+c"] = partial(steps[n], mask="kernel-" + args.kernel)
     steps.update({n: partial(hf_step, m, o, batch) for n, (m, o) in hf.items()})
     print(f"{args.config}: L={L} C={cfg.hidden_size} H={cfg.num_attention_heads} | batch {B} x {T} ({B // 4} of {B} "
           f"rows padded) | {device}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.1f} | "
@@ -362,6 +349,7 @@ def compiled_steps(net, batch, names, parts, all_masks, scores, device):
     L = net.cfg.num_hidden_layers
     net_c = copy.deepcopy(net)
     train.compile_model(net_c, "inductor", device)
+    addrop.GRAPH_BACKEND = None  # compile_model sets it for all of train.py's run; here each step sets its own
     opt_c = train.adamw(net_c, 1e-5, 0.01)
     steps = {}
     for n in [n for n in names if not n.startswith("iga")]:  # IGA runs its layers eagerly (addrop.py)
@@ -405,178 +393,6 @@ def summarise(names, L, times, mems, ratios, syncs, mfu):
     return med, ratio, mib, rows
 
 
-def ms(x):
-    return "n/a" if x is None else f"{x:.0f}"
-
-
-def print_methods(rows, med, ratio, L, device):
-    """The table of methods, what its columns mean, and what the masks alone cost."""
-    F_here = ratio["forward"]
-    print(f"\nratio: median over rounds of a step's time over its two neighbouring plain steps (not ms / plain ms;\n"
-          f"a compiled step's neighbours are compiled plain steps, plain+c's eager ones),\n"
-          f"and its lowest and highest round: how much the machine moved it;\n"
-          f"per AD-DROP step: with cross-tuning a run costs (1 + ratio) / 2.\n"
-          f"floor: 1 + (extra forwards) / 3, the paper-style count with a plain step = 3F; floor here: the same extra\n"
-          f"forwards at the measured F = {med['forward']:.0f} ms (eval, no grad), a plain step being {1 / F_here:.1f}F here"
-          + (f" (compiled: F = {med['forward+c']:.1f} ms, {1 / ratio['forward+c']:.1f}F)" if "forward+c" in med else "") + ";\n"
-          "+ masks: that plus building the method's masks (Eq. 6-7) from scores at hand, timed alone.\n"
-          "peak MiB: " + ("torch.cuda.max_memory_allocated during the step, above what is held between steps"
-                          if device.type == "cuda" else "the process's peak RSS during the step above its RSS before it"
-                          " (CPU; whole process, coarse)"))
-    if any(n.endswith("+c") for n in rows):
-        print("NAME+c: the same step compiled (train.py --compile); its ratio and target are against the compiled "
-              "plain step, and its floors count compiled forwards and masks")
-    gpu = device.type == "cuda"
-    print(f"{'method':9} | {'ms/step':>8} | {'n':>2} | {'ratio':>6} | {'rounds':>11} | {'peak MiB':>8} | {'target':>6} | "
-          f"{'paper (Table 7)':>15} | {'floor':>5} | {'floor here':>10} | {'+ masks':>7} | vs target"
-          + (" | x own plain | host syncs | MFU" if gpu else ""))
-    for n, r in rows.items():
-        lo, hi = r["range"]
-        print(f"{n:9} | {r['ms']:8.1f} | {r['steps']:2} | {r['ratio']:6.2f} | {f'{lo:.2f}-{hi:.2f}':>11} | "
-              f"{ms(r['peak_MiB']):>8} | {r['target']:6.3g} | "
-              f"{r['paper']:>15} | {r['floor']:5.2f} | {r['floor_here']:10.2f} | {r['floor_here_masks']:7.2f} | "
-              + ("    " if n.startswith("plain") else "pass" if r["pass"] else
-                 "FAIL*" if r["floor_here_masks"] > r["target"] else "FAIL")
-              + (f" | {r['x_plain']:11.2f} | {r['host_syncs']:10} | {r['mfu']:.1%}" if gpu else ""))
-    if any(not n.startswith("plain") and not r["pass"] and r["floor_here_masks"] > r["target"]
-           for n, r in rows.items()):
-        print("FAIL*: even the floor here with the masks is above the target: the extra passes, each timed as this "
-              "machine's forward, already pass it. Such a step passes only if its extra passes run faster than the "
-              "forward timed alone (--parts shows at what rate they run: RESULTS.md, Cost)")
-    print(f"masks of all {L} layers from scores at hand (Eq. 6-7): drop_mask {med['drop_mask']:.1f} ms "
-          f"({ratio['drop_mask']:.2f} of a plain step), of which the selection (kthvalue) {med['select']:.1f} ms; "
-          f"random_mask {med['random_mask']:.1f} ms ({ratio['random_mask']:.2f})")
-    if "drop_mask+c" in med:
-        print(f"compiled, all layers in one graph (addrop.layer_masks): drop_mask {med['drop_mask+c']:.2f} ms, "
-              f"{ratio['drop_mask+c']:.2f} of a compiled plain step; one graph per layer "
-              f"{med['drop_mask/layer+c']:.2f} ms, {ratio['drop_mask/layer+c']:.2f}")
-
-
-def print_parts(L, med, ratio, flops=None):
-    """--parts: each GA and AA step (eager and compiled) as the sum of its parts, each timed apart and given as x
-    the plain step of its kind (medians over the rounds): the attribution, the masks from scores at hand, the
-    masked step with every layer's masks; the rest is what the whole step takes beyond those (the seams between
-    graphs, the count of dropped positions). flops: counted_flops of the eager steps by name (plain, masked-all,
-    NAME:attribution), to give the attribution's and the masked step's FLOPs as x a plain step's beside their
-    times: where time runs above FLOPs, that part runs its products slower than a plain step does.
-    Returns them by step name."""
-    out = {}
-    for n in [n for n in med if n.endswith(":attribution") or n.endswith(":attribution+c")]:
-        c = "+c" if n.endswith("+c") else ""
-        whole = n.replace(":attribution", "")
-        base = whole.removesuffix("+c")
-        share = 1 if METHODS[base][1] == "all" else 1 / L  # the masks of one layer for ga-first
-        part = {"attribution": ratio[n], "masks": ratio["drop_mask" + c] * share, "masked step": ratio["masked-all" + c]}
-        out[whole] = {"x_plain": ratio[whole], "ms": med[whole], **part, "rest": ratio[whole] - sum(part.values())}
-        if flops:
-            out[whole]["flops"] = {"attribution": flops[base + ":attribution"] / flops["plain"],
-                                   "masked step": flops["masked-all"] / flops["plain"]}
-    if out:
-        print("\nparts, each timed apart, x the plain step of its kind (medians over the rounds; the masked step with "
-              "every layer's masks, the rest what the whole step takes beyond its parts):")
-    for n, r in out.items():
-        print(f"  {n:10} {r['x_plain']:.2f} ({r['ms']:.1f} ms) = attribution {r['attribution']:.2f} + masks "
-              f"{r['masks']:.2f} + masked step {r['masked step']:.2f} + the rest {r['rest']:+.2f}")
-        if "flops" in r:
-            f = r["flops"]
-            print(f"  {'':10} its FLOPs, x a plain step's: attribution {f['attribution']:.2f}, masked step "
-                  f"{f['masked step']:.2f} (the masks none): the attribution runs its products at "
-                  f"{f['attribution'] / r['attribution']:.2f} of a plain step's rate")
-    return out
-
-
-def print_busy(steps, med, device):
-    """--parts on a GPU: for the plain step, the parts and the whole compiled steps, the kernels of one call (torch's
-    profiler) and their GPU time against the step's median wall time, and how long the CPU took to hand one call
-    over (timing.issue_ms). Busy well under 100% with the CPU's time near the wall: the step waits on the CPU
-    (Python, guards, launches); busy near 100%: on its kernels. Then what torch.compile counted of its CUDA
-    graphs: any it skipped or recorded anew."""
-    print("\nthe GPU's time in one call of each (torch's profiler; wall: the median over the rounds; CPU: the time "
-          "to hand one call to the GPU):")
-    for n in [n for n in steps if busy_line(n)]:
-        count, ms, longest = gpu_kernels(steps[n], device)
-        print(f"  {n:24} {count:5} kernels, {ms:6.2f} ms of GPU time in {med[n]:6.2f} ms wall "
-              f"({ms / med[n]:.0%} busy), CPU {issue_ms(steps[n], device):6.2f} ms; "
-              f"longest: {longest[0][0][:50] if longest else '-'}")
-    counts = cudagraph_counts()
-    print("CUDA graphs: " + (", ".join(f"{k} {v}" for k, v in counts.items()) if counts else
-                             "none skipped or re-recorded") + " (TORCH_LOGS=cudagraphs says why)")
-
-
-def busy_line(n):
-    """Whether print_busy gives step n a line: the plain steps, the forward, the parts, and the compiled steps
-    whole (the masks among them: eagerly their time is the CPU's anyway)."""
-    return n.startswith(("plain", "forward", "masked-all")) or ":attribution" in n or n.endswith("+c")
-
-
-def print_kernel(args, med, ratios, syncs):
-    """--kernel: each compiled step with the Triton kernel's masks (NAME/kernel+c) beside the same step as
-    train.py runs it (NAME+c), ms and x a compiled plain step (median and the rounds' spread), and host syncs.
-    Returns them by step name (None without --kernel)."""
-    if not args.kernel:
-        return None
-    out = {}
-    print(f"the masks by studies/mask_kernel.py's Triton kernel (b^[idx] by {args.kernel}) against train.py's "
-          "(inductor's sort), compiled; ms and x a compiled plain step (median, rounds):")
-    for k in [k for k in med if k.endswith("/kernel+c")]:
-        n = k.replace("/kernel", "")
-        out[n] = {way: {"ms": med[s], "x_plain": statistics.median(ratios[s]), "rounds": [min(ratios[s]), max(ratios[s])],
-                        "host_syncs": syncs.get(s)} for way, s in (("inductor", n), ("kernel", k))}
-        print(f"  {n:14} " + " | ".join(f"{way} {r['ms']:.2f} ms, {r['x_plain']:.2f} ({r['rounds'][0]:.2f}-"
-                                         f"{r['rounds'][1]:.2f}), {r['host_syncs']} host syncs" for way, r in out[n].items()))
-    return out
-
-
-def print_hf(args, rows, hf, med, ratio, mib, times):
-    """Our plain step against Hugging Face's, and each method against HF's eager plain step (added to rows).
-    Returns the figures for the JSON by step name."""
-    out = {}
-    if hf:
-        print("\nplain fine-tuning step, ours vs Hugging Face BertForSequenceClassification of the same config")
-        for n in ["plain", *hf]:
-            x = ratio[n] * (ratio["plain+c"] if neighbour(n) == "plain+c" else 1)  # over our eager plain
-            print(f"{n:9} | {med[n]:8.0f} ms | n={len(times[n])} | {ms(mib[n]):>5} MiB | ours takes {1 / x:.2f}x this")
-            out[n] = {"ms": med[n], "ours_over_this": 1 / x, "peak_MiB": mib[n]}
-        if "hf-sdpa+c" in hf and "plain+c" in med:
-            out["hf-sdpa+c"]["ours_c_over_this"] = 1 / ratio["hf-sdpa+c"]  # its neighbours: our plain+c
-            print(f"compiled, both: ours plain+c takes {out['hf-sdpa+c']['ours_c_over_this']:.2f}x hf-sdpa+c")
-    if "hf-eager" in hf:
-        # both ratios are to the same neighbouring plain steps of ours, so their quotient is method / HF plain
-        print("\nx HF plain: each step over Hugging Face's eager plain step (median ratio over rounds, "
-              "ours over HF's), against the target a user would ask for")
-        for n, r in rows.items():
-            over_plain = r["ratio"] * (ratio["plain+c"] if neighbour(n) == "plain+c" else 1)
-            r["x_hf"], r["target_hf"] = over_plain / ratio["hf-eager"], TARGETS_HF.get(n)
-            verdict = "" if r["target_hf"] is None else "pass" if r["x_hf"] <= r["target_hf"] else "FAIL"
-            target = "-" if r["target_hf"] is None else f"{r['target_hf']:.2f}"
-            print(f"{n:9} | {r['x_hf']:6.2f} x HF plain | target {target:>5} | {verdict}")
-    else:
-        print("\n(Hugging Face comparison skipped: " + ("--no-hf)" if args.no_hf else "transformers is not installed)"))
-    return out
-
-
-def print_data(args, weights, B, T, med):
-    """data_throughput beside training's examples per second; None where it was skipped."""
-    try:
-        d = data_throughput(args, weights or checkpoint.default_weights_dir(), T)
-    except checkpoint.WeightsError:  # --config base without the MiniLM package: no tokenizer at hand
-        d = None
-    if d is None:
-        print("\ndata throughput: skipped, no RTE or SST-2 train.tsv (pass --data-dir) or no tokenizer")
-        return None
-    line = f"\ndata ({d['task']} train, {d['examples']} examples, max_len {T}): tokenise {d['tokenise_per_s']:.0f} " \
-           f"ex/s, batch {d['batch_per_s']:.0f} ex/s"
-    if "plain" in med:  # --methods may leave out plain or ga-all
-        d["train_plain_per_s"] = B / med["plain"] * 1e3
-        line += (f" | training: plain {d['train_plain_per_s']:.1f} ex/s | tokenising and batching add "
-                 f"{d['train_plain_per_s'] * (1 / d['tokenise_per_s'] + 1 / d['batch_per_s']):.2%} to a plain epoch")
-    if "ga-all" in med:
-        d["train_ga_all_per_s"] = B / med["ga-all"] * 1e3
-        line += f" | GA all {d['train_ga_all_per_s']:.1f} ex/s"
-    print(line)
-    return d
-
-
 def benchmark(args):
     """Every step timed in rounds, the tables printed; returns the figures (and writes them to --json)."""
     device, weights, net, names, steps, hf = build(args)
@@ -594,7 +410,7 @@ def benchmark(args):
     print_methods(rows, med, ratio, L, device)
     counted = [n for n in steps if n in ("plain", "masked-all") or n.endswith(":attribution")]
     counted = counted if "masked-all" in steps else []
-    parts = print_parts(L, med, ratio, {n: counted_flops(steps[n]) for n in counted})  # --parts only: {} is no FLOPs
+    parts = print_parts(L, med, ratio, METHODS, {n: counted_flops(steps[n]) for n in counted})  # {}: no --parts
     if parts and device.type == "cuda":
         print_busy(steps, med, device)
     kernel = print_kernel(args, med, ratios, syncs)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import bench
+import bench_tables
 import mask_graphs
 import timing
 from support import checkpoint
@@ -40,7 +41,7 @@ def test_data_throughput_batches_every_example(tiny):
     positive rates for both. data.encode returns (encoded, labels); handing data.batches that pair whole as
     its examples ended the benchmark in a ValueError."""
     args = bench.parse_args(["--data-dir", str(tiny / "glue"), "--batch-size", "3"])
-    d = bench.data_throughput(args, tiny / "w", 16)
+    d = bench_tables.data_throughput(args, tiny / "w", 16)
     assert (d["task"], d["examples"], d["dir"]) == ("rte", 8, str(tiny / "glue"))
     assert all(0 < d[k] < math.inf for k in ("tokenise_per_s", "batch_per_s"))
 
@@ -123,7 +124,7 @@ def test_a_compiled_step_is_timed_between_compiled_plain_steps(monkeypatch):
     args = type("Args", (), {"warmup": 1, "steps": 3, "iga_steps": 0})()
     times, _, ratios = bench.time_rounds(args, steps, "cpu")
     assert ratios["ga-all"] == [2.0] * 3 and ratios["plain+c"] == [0.5] * 3 and ratios["ga-all+c"] == [1.5] * 3
-    assert [bench.neighbour(n) for n in seconds] == ["plain", "plain", "plain", "plain+c"]
+    assert [timing.neighbour(n) for n in seconds] == ["plain", "plain", "plain", "plain+c"]
 
 
 def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
@@ -139,7 +140,7 @@ def test_parts_of_a_step_are_its_timed_pieces(monkeypatch, capsys):
     med = {n: 1e3 * t[0] for n, t in times.items()}
     ratio = {n: r[0] if r else 1.0 for n, r in ratios.items()}
     flops = {"plain": 3.0, "masked-all": 3.0, "ga-first:attribution": 2.0, "ga-all:attribution": 2.0}
-    parts = bench.print_parts(6, med, ratio, flops)
+    parts = bench_tables.print_parts(6, med, ratio, bench.METHODS, flops)
     assert set(parts) == {"ga-first", "ga-all+c"}
     for name, want in (("ga-first", (1.6, 0.5, 0.02, 1.0, 0.08)), ("ga-all+c", (2.0, 0.5, 0.1, 1.0, 0.4))):
         got = [parts[name][k] for k in ("x_plain", "attribution", "masks", "masked step", "rest")]
@@ -176,24 +177,45 @@ def test_a_plain_step_counts_three_forwards_of_products_and_the_attribution_two(
     assert attribution / plain == pytest.approx(2 / 3, rel=0.01)
 
 
+def test_each_step_builds_its_masks_under_its_own_graph_backend(monkeypatch):
+    """our_step sets addrop.GRAPH_BACKEND to its own backend while addrop_masks runs (None: eagerly, also after
+    train.compile_model has set it for a compiled copy) and sets it back after; RD's masks are the random mask,
+    the others train.py's "high" unless a step names its own (--kernel's), and the count of dropped positions
+    is compiled with the same backend."""
+    addrop, seen = bench.addrop, []
+    monkeypatch.setattr(addrop, "GRAPH_BACKEND", "inductor")  # as train.compile_model leaves it
+    monkeypatch.setattr(addrop, "addrop_masks", lambda *a, mask, m: seen.append((addrop.GRAPH_BACKEND, mask)))
+    monkeypatch.setattr(addrop, "whole_graph", lambda fn, backend: lambda *a: seen.append(backend))
+    monkeypatch.setattr(bench, "masked_step", lambda *a: seen.append("masked step"))
+    monkeypatch.setattr(bench.torch.compiler, "cudagraph_mark_step_begin", lambda: seen.append("new step"))
+    b = {"attention_mask": None}
+    bench.our_step(None, None, b, "rd", [0])
+    bench.our_step(None, None, b, "ga", [0], "inductor")
+    bench.our_step(None, None, b, "aa", [0], "inductor", mask="kernel-sort")
+    assert seen == [(None, "random"), None, "masked step",
+                    "new step", ("inductor", "high"), "inductor", "masked step",
+                    "new step", ("inductor", "kernel-sort"), "inductor", "masked step"]
+    assert addrop.GRAPH_BACKEND == "inductor"
+
+
 def test_busy_lines_give_each_part_its_gpu_time_against_its_wall_time_and_the_cpus(monkeypatch, capsys):
     """--parts on a GPU (print_busy, with the profiler's answer fixed at 10 kernels and 2 ms, the CPU's at 3 ms): a
     line for the plain steps, the forward, each part and every compiled step whole, none for the eager whole steps
     or eager masks, each with its GPU time over its median wall time (2 ms in 4 ms: 50% busy) and the CPU's time;
     then the CUDA graph counters, or that there were none."""
-    monkeypatch.setattr(bench, "gpu_kernels", lambda step, device: (10, 2.0, [("triton_fused_mm", 100.0)]))
-    monkeypatch.setattr(bench, "issue_ms", lambda step, device: 3.0)
-    monkeypatch.setattr(bench, "cudagraph_counts", lambda: {})
+    monkeypatch.setattr(bench_tables, "gpu_kernels", lambda step, device: (10, 2.0, [("triton_fused_mm", 100.0)]))
+    monkeypatch.setattr(bench_tables, "issue_ms", lambda step, device: 3.0)
+    monkeypatch.setattr(bench_tables, "cudagraph_counts", lambda: {})
     names = ["plain", "ga-all", "ga-all:attribution", "masked-all", "drop_mask", "plain+c", "ga-all+c",
              "ga-all:attribution+c", "masked-all+c", "forward+c", "drop_mask+c", "ga-all/kernel+c"]
-    bench.print_busy({n: None for n in names}, {n: 4.0 for n in names}, "cuda")
+    bench_tables.print_busy({n: None for n in names}, {n: 4.0 for n in names}, "cuda")
     out = capsys.readouterr().out.splitlines()
     assert [l.split()[0] for l in out[2:-1]] == ["plain", "ga-all:attribution", "masked-all", "plain+c", "ga-all+c",
                                                  "ga-all:attribution+c", "masked-all+c", "forward+c", "drop_mask+c",
                                                  "ga-all/kernel+c"]
     assert out[-1].startswith("CUDA graphs: none skipped or re-recorded")
-    monkeypatch.setattr(bench, "cudagraph_counts", lambda: {"cudagraph_skips": 2})
-    bench.print_busy({"plain+c": None}, {"plain+c": 4.0}, "cuda")
+    monkeypatch.setattr(bench_tables, "cudagraph_counts", lambda: {"cudagraph_skips": 2})
+    bench_tables.print_busy({"plain+c": None}, {"plain+c": 4.0}, "cuda")
     out = capsys.readouterr().out
     assert "10 kernels,   2.00 ms of GPU time in   4.00 ms wall (50% busy), CPU   3.00 ms; longest: triton_fused_mm" in out
     assert "CUDA graphs: cudagraph_skips 2 (TORCH_LOGS=cudagraphs says why)" in out
@@ -217,14 +239,14 @@ def test_kernel_rows_pair_each_compiled_step_with_its_kernel_twin(monkeypatch, c
     args = type("Args", (), {"warmup": 0, "steps": 3, "iga_steps": 0, "kernel": "bisect"})()
     times, _, ratios = bench.time_rounds(args, {n: n for n in seconds}, "cpu")
     med = {n: 1e3 * t[0] for n, t in times.items()}
-    out = bench.print_kernel(args, med, ratios, {"ga-all+c": 0, "ga-all/kernel+c": 0})
+    out = bench_tables.print_kernel(args, med, ratios, {"ga-all+c": 0, "ga-all/kernel+c": 0})
     assert set(out) == {"ga-all+c", "drop_mask+c"}
     got = {n: (out[n]["inductor"]["x_plain"], out[n]["kernel"]["x_plain"]) for n in out}
     assert got == {"ga-all+c": pytest.approx((2.0, 1.8)), "drop_mask+c": pytest.approx((0.2, 0.08))}
     assert out["ga-all+c"]["kernel"]["host_syncs"] == 0 and out["drop_mask+c"]["kernel"]["host_syncs"] is None
     assert "ga-all+c       inductor 1000.00 ms, 2.00 (2.00-2.00), 0 host syncs | kernel 900.00 ms, 1.80" in capsys.readouterr().out
     args.kernel = None
-    assert bench.print_kernel(args, med, ratios, {}) is None
+    assert bench_tables.print_kernel(args, med, ratios, {}) is None
 
 
 def test_a_compiled_steps_floor_counts_compiled_forwards_and_masks(monkeypatch):
