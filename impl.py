@@ -1,11 +1,12 @@
 """
 --impl FILE: a student's exercise file (exercises/NN_name.py, written by exercises/make.py) in place of the
 real function, for the lessons (exercises/plugin.py) and for training (train.py). The file runs inside the
-real module (model or addrop): its function replaces the real one there, so that the real code calls the
-student's, and the student's calls the real code, or the student's other exercises where those are given
-too. --impl exercises takes every exercise file of the folder (the capstone). The file is also registered as
-a module of its own name, so that train.py can say which file stands in. A file that cannot stand in (not
-an exercise file, no such function, another signature, a name of the module redefined) is refused by name.
+real module (model or addrop): its function replaces the real one there, and in the module's tables of
+choices (addrop.ATTRIBUTIONS, MASKS), so that the real code calls the student's, and the student's calls the
+real code, or the student's other exercises where those are given too. --impl exercises takes every exercise
+file of the folder (the capstone). The file is also registered as a module of its own name, so that train.py
+can say which file stands in. A file that cannot stand in (not an exercise file, no such function, another
+signature, a name of the module redefined) is refused by name, the module and its tables left as they were.
 """
 
 import ast
@@ -94,11 +95,24 @@ def load(path):
         got = inspect.signature(fn) if callable(fn) else "not a function"
         raise ImplError(f"--impl {path}: {e.name}{got}; expected {e.name}{want}, as exercises/make.py writes it")
     vars(real)[_real_name(e)] = original
+    _in_tables(real, before[e.name], fn)
     module = types.ModuleType(path.stem)  # the file as a module, for train.py's check of what took effect
     module.__file__, module.exercise = str(path), e
     setattr(module, e.name, fn)
     sys.modules[path.stem] = module
     return module
+
+
+def _in_tables(module, old, new):
+    """Where the module lists its choices as module-level dicts of functions (addrop.ATTRIBUTIONS, MASKS),
+    each entry that is old becomes new: the tables then call the student's function, as the module's own
+    code does by its name. Done last in load, once the file is known to stand in: a refused file leaves the
+    tables as they were."""
+    for name, table in list(vars(module).items()):
+        if isinstance(table, dict) and not name.startswith("__"):
+            for key, value in table.items():
+                if value is old:
+                    table[key] = new
 
 
 def _real_name(e):
@@ -127,8 +141,8 @@ def failed(paths, error):
     where it was raised, the exercises that stand in, and the command that runs their lessons."""
     where = traceback.extract_tb(error.__traceback__)[-1]
     names = ", ".join(f"exercise {e.number} ({e.name})" for e in exercises(paths))
-    lessons = [f"python -m pytest {'exercises' if Path(p).is_dir() else make.TESTS[make.BY_PATH[Path(p).name].file]} "
-               f"--impl {p}" for p in paths]
+    lessons = [make.command_all(p) if Path(p).is_dir() else
+               f"python -m pytest {make.TESTS[make.BY_PATH[Path(p).name].file]} --impl {p}" for p in paths]
     first = (str(error).splitlines() or [""])[0]
     return (f"error: --impl {' '.join(map(str, paths))}: training failed with {type(error).__name__}: {first} "
             f"({Path(where.filename).name}:{where.lineno}, in {where.name}). If it is your {names}, handing on a "

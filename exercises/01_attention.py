@@ -20,7 +20,7 @@ with nothing on padding keys, and that a mask with one True entry zeroes exactly
 Write the body below. It runs inside model.py, so torch, F (torch.nn.functional), math and model.py's
 functions are at hand. Check it alone, with the real code for everything else:
 
-    python -m pytest exercises/test_model.py --impl exercises/01_attention.py
+    python -m pytest test_model.py --impl exercises/01_attention.py
 
 Stuck? python exercises/hint.py 1 gives a hint, one more each time (3 in all).
 """
@@ -30,5 +30,5 @@ def attention(layer, x, pad, M=None):
     raise NotImplementedError(
         "Exercise 1 (Eq. 1, self-attention with the padding mask and M_l): write attention in exercises/01_attention.py\n"
         "  checked by test_model.py's 14 lessons marked exercise(1) (pytest counts more: a lesson may run with several settings), with the real code for everything else:\n"
-        "  python -m pytest exercises/test_model.py --impl exercises/01_attention.py"
+        "  python -m pytest test_model.py --impl exercises/01_attention.py"
     )

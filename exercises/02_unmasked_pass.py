@@ -19,7 +19,8 @@ returns    (logits, labels, attns): this forward's logits and maps, and the labe
 
 Where a token task does not score a token (batch["labels"] is IGNORE there: word continuations,
 special tokens, padding), the token has no pseudo label either: IGNORE.
-A regression head has no pseudo label: exercise 4 passes its gold scores as `labels`.
+A regression head has no pseudo label: its gold scores come as `labels` (addrop.py's attribute hands
+them on).
 
 The lessons check that a label given is the label attributed, that with none the attribution is that
 of the model's own prediction, that the model is handed dropped_A and probes, and the rule for
@@ -28,7 +29,7 @@ tokens.
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:
 
-    python -m pytest exercises/test_addrop.py --impl exercises/02_unmasked_pass.py
+    python -m pytest test_addrop.py --impl exercises/02_unmasked_pass.py
 
 Stuck? python exercises/hint.py 2 gives a hint, one more each time (3 in all).
 """
@@ -38,5 +39,5 @@ def _unmasked_pass(model, batch, labels, dropped_A=False, probes=None):
     raise NotImplementedError(
         "Exercise 2 (Eq. 4, the first pass and its pseudo labels): write _unmasked_pass in exercises/02_unmasked_pass.py\n"
         "  checked by test_addrop.py's lessons 1, 2, 11, 15, 16 and 18, with the real code for everything else:\n"
-        "  python -m pytest exercises/test_addrop.py --impl exercises/02_unmasked_pass.py"
+        "  python -m pytest test_addrop.py --impl exercises/02_unmasked_pass.py"
     )

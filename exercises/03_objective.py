@@ -24,7 +24,7 @@ case with the gradient of a regression head's loss.
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:
 
-    python -m pytest exercises/test_addrop.py --impl exercises/03_objective.py
+    python -m pytest test_addrop.py --impl exercises/03_objective.py
 
 Stuck? python exercises/hint.py 3 gives a hint, one more each time (3 in all).
 """
@@ -34,5 +34,5 @@ def objective(logits, labels, regression):
     raise NotImplementedError(
         "Exercise 3 (Eq. 5's F: the label's logit; -L for regression and tokens): write objective in exercises/03_objective.py\n"
         "  checked by test_addrop.py's lessons 1, 2, 11, 12, 15 and 16, with the real code for everything else:\n"
-        "  python -m pytest exercises/test_addrop.py --impl exercises/03_objective.py"
+        "  python -m pytest test_addrop.py --impl exercises/03_objective.py"
     )

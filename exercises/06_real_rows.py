@@ -17,7 +17,7 @@ The lessons check both on rows worked by hand and on whole masks.
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:
 
-    python -m pytest exercises/test_addrop.py --impl exercises/06_real_rows.py
+    python -m pytest test_addrop.py --impl exercises/06_real_rows.py
 
 Stuck? python exercises/hint.py 6 gives a hint, one more each time (3 in all).
 """
@@ -26,6 +26,6 @@ Stuck? python exercises/hint.py 6 gives a hint, one more each time (3 in all).
 def _real_rows(drop, attention_mask):
     raise NotImplementedError(
         "Exercise 6 (Eq. 6-7's edge cases: real pairs only, never a whole row): write _real_rows in exercises/06_real_rows.py\n"
-        "  checked by test_addrop.py's lessons 6, 7, 9, 13 and 17, with the real code for everything else:\n"
-        "  python -m pytest exercises/test_addrop.py --impl exercises/06_real_rows.py"
+        "  checked by test_addrop.py's lessons 6, 7, 7b, 9, 13 and 17, with the real code for everything else:\n"
+        "  python -m pytest test_addrop.py --impl exercises/06_real_rows.py"
     )

@@ -20,7 +20,7 @@ move nothing.
 Write the body below. It runs inside addrop.py, so torch, F (torch.nn.functional) and addrop.py's
 functions are at hand. Check it alone, with the real code for everything else:
 
-    python -m pytest exercises/test_addrop.py --impl exercises/10_pseudo_loss.py
+    python -m pytest test_addrop.py --impl exercises/10_pseudo_loss.py
 
 Stuck? python exercises/hint.py 10 gives a hint, one more each time (3 in all).
 """
@@ -30,5 +30,5 @@ def pseudo_loss(logits, labels):
     raise NotImplementedError(
         "Exercise 10 (Appendix A Eq. 2, the pseudo loss of token tasks): write pseudo_loss in exercises/10_pseudo_loss.py\n"
         "  checked by test_addrop.py's lessons 15, 16 and 17, with the real code for everything else:\n"
-        "  python -m pytest exercises/test_addrop.py --impl exercises/10_pseudo_loss.py"
+        "  python -m pytest test_addrop.py --impl exercises/10_pseudo_loss.py"
     )

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "exercises"
-TESTS = {"model.py": "exercises/test_model.py", "addrop.py": "exercises/test_addrop.py"}  # each module's lessons
+TESTS = {"model.py": "test_model.py", "addrop.py": "test_addrop.py"}  # each module's lessons, beside it
 TABLE = ("<!-- the exercise table: written by python exercises/make.py from the lessons' markers -->",
          "<!-- end of the exercise table -->")
 AT_HAND = {"model.py": "torch, F (torch.nn.functional), math", "addrop.py": "torch, F (torch.nn.functional)"}
@@ -39,7 +39,7 @@ class Exercise(NamedTuple):
     optional: bool = False
     given: tuple = ()  # methods of the inputs (the model's pieces) that the contract states as their interface,
                        # as model.encoder.embed(...) -> ..., or functions of the exercise's module that it hands
-                       # the student as tools, as addrop.whole_graph(...) -> ...: named although the answer calls them
+                       # the student as tools, as addrop.layer_masks(...) -> ...: named although the answer calls them
 
     @property
     def path(self):
@@ -96,7 +96,8 @@ returns    (logits, labels, attns): this forward's logits and maps, and the labe
 
 Where a token task does not score a token (batch["labels"] is IGNORE there: word continuations,
 special tokens, padding), the token has no pseudo label either: IGNORE.
-A regression head has no pseudo label: exercise 4 passes its gold scores as `labels`.
+A regression head has no pseudo label: its gold scores come as `labels` (addrop.py's attribute hands
+them on).
 
 The lessons check that a label given is the label attributed, that with none the attribution is that
 of the model's own prediction, that the model is handed dropped_A and probes, and the rule for
@@ -137,52 +138,43 @@ case with the gradient of a regression head's loss.""", (
         "if logits.dim() == 3: return -pseudo_loss(logits, labels)\n"
         "if regression: return -0.5 * ((logits.squeeze(-1) - labels) ** 2).sum()\n"
         "return logits.gather(1, labels[:, None]).sum()")),
-    Exercise(4, "addrop.py", "attribute", "Eq. 5, all selected layers from ONE backward", """\
-Steps 1-2 of AD-DROP: the attribution scores B_l (B, H, T, T) of each layer l in `layers`, as a dict
-{l: B_l}.
+    Exercise(4, "addrop.py", "gradient", "Eq. 5, GA: every selected layer's B_l from ONE backward", """\
+Step 2 of AD-DROP, GA (Eq. 5): the attribution scores of each layer l in `layers`,
+
+    B_l = dF / dA_l        (B, H, T, T)
+
+F Eq. 5's scalar (exercise 3) of `labels` and `regression`, A_l layer l's attention probabilities in
+this forward of the batch. Every selected layer's B_l comes from ONE backward pass.
 
 model, batch   a Model and a dict of (B, T) tensors, as in exercise 2
-method   "ga": Eq. 5, B_l = dF/dA_l, F Eq. 5's scalar (exercise 3) of the labels that exercise 2 settles, A_l
-               layer l's attention probabilities; every selected layer's from ONE backward pass
-         "iga": Eq. 3's integrated gradients with m steps (exercise 8, whose ig_budget this is)
-         "aa": Table 2's AA: the attention probabilities A_l themselves; no layer above the highest
-               selected one runs
-         anything else: ValueError
-labels   None (pseudo labels) or the gold labels. regression=True: a regression head, which has no
-         pseudo label: its attribution is of the actual loss, on the batch's gold scores (Appendix A)
-first_pass   the mode of the attribution's forward: "eval" (no dropout: the pseudo label is the
-         model's actual prediction) or "train" (the authors' code: dropout on, each map taken after
-         attention dropout). A map with dropout's zeros on it is no point of integrated gradients'
-         path from 0 to A_l: "train" with "iga" is a ValueError.
+layers         the layers to attribute (indices, 0 the lowest)
+labels         None: the pseudo labels of this forward (Eq. 4, as exercise 2 settles them); else the
+               labels to attribute (Table 2's gold labels, or a regression head's gold scores)
+regression     a one-output head (exercise 3)
+m, ig_budget   integrated gradients' (exercise 8); unused here
+returns        {l: B_l} for each l in layers
 
-The model's encoder, its forward below the head:
-  model.encoder(input_ids, attention_mask, token_type_ids, depth=d, ...) -> (hidden, [A_l] for the layers run)
-        runs the lowest d layers only (depth=None: all of them) and returns their output hidden
-        (B, T, C) (the first token's alone, (B, 1, C), with first_only=True) and the maps A_l
-        (B, H, T, T) of the d layers run, the lowest first; its other keywords are the model's
-        (dropped_A=True: each map taken after attention dropout)
+Your caller, addrop.py's attribute (steps 1-2 for every method), sets the model's mode before the call
+and restores it after: eval mode (ours: no dropout, so the pseudo label is the model's own prediction)
+or train mode (the authors' first pass, train.py --first-pass train: dropout on). In train mode each
+A_l is the map after attention dropout, the one the model hands out with dropped_A=True. It also
+turns gradients on around the call (torch.enable_grad): a caller's torch.no_grad() stops nothing here.
 
-Afterwards, returned or raised, the model is in the mode it came in, and every parameter's .grad is as
-it was. Called under torch.no_grad() (as an evaluation loop may call it), it gives the same B_l. The lessons check B_l against finite differences, one backward against one per layer, and each
-behaviour above.""", (
-        "The mode first: remember model.training, switch, and switch back in a finally. Then one case a "
-        "method. For ga, the maps your forward hands out are tensors in the autograd graph: torch.autograd."
-        "grad differentiates F with respect to a list of them at once and touches no .grad field.",
-        "ga: exercise 2's function gives logits, labels and maps; exercise 3's gives F; then "
-        "torch.autograd.grad(F, [attns[l] for l in layers]) under torch.enable_grad(). iga: exercise 8's "
-        "function. aa: model.encoder(ids, mask, types, depth=max(layers) + 1, first_only=True, "
-        "dropped_A=...) under torch.no_grad(). Check first_pass and method before anything runs.",
-        "if regression: labels = batch['labels']\n"
-        "if first_pass == 'train' and method == 'iga': raise ValueError(...)\n"
-        "was = model.training; model.train(first_pass == 'train')\n"
-        "try:\n"
-        "    aa: with torch.no_grad(): _, attns = model.encoder(..., depth=max(layers) + 1, first_only=True, dropped_A=theirs)\n"
-        "    ga: with torch.enable_grad(): logits, labels, attns = _unmasked_pass(model, batch, labels, dropped_A=theirs)\n"
-        "        grads = torch.autograd.grad(objective(logits, labels, regression), [attns[l] for l in layers])\n"
-        "    iga: return _integrated_gradients(model, batch, layers, labels, regression, m, ig_budget)\n"
-        "finally: model.train(was)\n"
-        "(addrop.py differentiates with respect to zero `probes` added to A instead: the same numbers, and "
-        "a compiled model can be differentiated with respect to its inputs only.)"), given=("encoder",)),
+Afterwards every parameter's .grad is as it was: B_l is a gradient with respect to the maps only.
+
+The lessons check B_l against finite differences, one backward against one per layer, the gold labels
+and a regression head's, the authors' first pass, and that no parameter's .grad is touched.""", (
+        "The maps that your first pass hands out are tensors in the autograd graph. torch.autograd.grad "
+        "differentiates one scalar with respect to a list of tensors at once (one backward) and touches no "
+        ".grad field; a .backward() would fill every parameter's.",
+        "Exercise 2's function gives the logits, the labels to attribute and the maps, with "
+        "dropped_A=model.training (the map after attention dropout in train mode); exercise 3's gives F; "
+        "then torch.autograd.grad(F, [attns[l] for l in layers]), a tuple in the order of layers.",
+        "logits, labels, attns = _unmasked_pass(model, batch, labels, dropped_A=model.training)\n"
+        "grads = torch.autograd.grad(objective(logits, labels, regression), [attns[l] for l in layers])\n"
+        "return dict(zip(layers, grads))\n"
+        "(addrop.py differentiates with respect to zero `probes` added to A instead, the parameters frozen: "
+        "the same numbers, and a compiled model can be differentiated with respect to its inputs only.)")),
     Exercise(5, "addrop.py", "drop_mask", "Eq. 6-7, the mask", """\
 Step 3 of AD-DROP, for one layer: the mask M_l of Eq. 6-7.
 
@@ -199,15 +191,19 @@ row's n real scores in ascending order, a key is a candidate when it scores at l
 Eq. 7: each candidate is dropped with probability q. M also keeps exercise 6's rules.
 
 Conventions the lessons compare against: int(n (1 - p)) is the integer that exact arithmetic gives, for
-every n and every p given to 6 decimals; ties at the threshold are all candidates (with low too, whose
-threshold is the highest score among the low candidates: every key that ties it is one).
+every n and every p given to 6 decimals; keys that tie b^[int(n (1 - p))] are all candidates (with low
+too, whose cut is the highest score among the low candidates: every key that ties it is one).
 
 Eq. 7's coin flips are yours to draw: one independent coin per position, from `generator` when one is
 given (generators seeded alike give the same mask, whatever torch's default stream holds).
 
+On a GPU and under torch.compile, code may read no number back to the CPU (no .item(), no int(tensor):
+model.sync_free(device) is True there). A mask written with a second path for that case must take the same
+decisions on both: the lessons run both.
+
 The lessons check Eq. 6-7 on rows worked by hand, p and q at 0 and at 1, every row of a batch against
-Eq. 6 taken literally, the rate of drops, that no two positions share a coin, and where the coins come
-from.""", (
+Eq. 6 taken literally on both paths, the rate of drops, that no two positions share a coin, and where
+the coins come from.""", (
         "Padding keys must never reach the threshold: give them a score that sorts last (+inf) before "
         "sorting each row. The threshold is one entry per row, its index the same for every row of an "
         "example; gather reads it, and an index of n (p = 0) means no candidate. Keep the index in integers: "
@@ -224,7 +220,9 @@ from.""", (
         "thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1)), "
         "+inf where idx == n\n"
         "drop = (scores >= thr) & bernoulli((B, H, T, T), q, generator, scores.device)\n"
-        "return _real_rows(drop, attention_mask)")),
+        "return _real_rows(drop, attention_mask)\n"
+        "(addrop.py's drop_mask reads the threshold from a function of its own, threshold(scores, real, p), "
+        "Eq. 6 for any rows, which on an eager CPU selects b^[idx] instead of sorting: the same numbers.)")),
     Exercise(6, "addrop.py", "_real_rows", "Eq. 6-7's edge cases: real pairs only, never a whole row", """\
 What both masks (exercises 5 and 9) do last: keep their drops to where dropping is allowed and safe.
 
@@ -251,30 +249,35 @@ lines 7-9) rather than the original fine-tuning (lines 3-5), a bool. Epochs coun
 
 cross_tuning   True: Algorithm 1's schedule. False: Table 2's ablation "w/o cross-tuning" (Section 3.4).
 
-The lessons check the first epochs of both schedules.""", (
+The lessons check the first epochs of both schedules, and the epochs in which train.py's loop then
+runs AD-DROP steps (train.py --no-cross-tuning for the ablation).""", (
         "Algorithm 1's line 4 is the whole decision: which epochs take the other branch? Section 2.4 says it "
         "in words, line 1 where the count starts; Section 3.4 says what the ablation runs instead.",
         "With cross-tuning, odd epochs fine-tune plainly and even epochs run AD-DROP (1, 3, 5, ... plain); "
         "without it, every epoch runs AD-DROP. The parity of the epoch decides.",
         "return epoch % 2 == 0 if cross_tuning else True")),
-    Exercise(8, "addrop.py", "_integrated_gradients", "Eq. 3, integrated gradients", """\
-Eq. 3, integrated gradients: for each l in `layers`,
+    Exercise(8, "addrop.py", "integrated_gradients", "Eq. 3, integrated gradients", """\
+Eq. 3, integrated gradients (IGA): for each l in `layers`,
 
     B_l = A_l / m * sum_{k=1..m} dF(k/m A_l) / dA_l
 
 F(k/m A_l) is F of the forward in which layer l's map is multiplied by k/m and every other layer runs
 as usual: the point k/m A_l of integrated gradients' straight path from 0 to A_l, at which F's gradient
 with respect to the map is taken: the gradient with respect to the scaled map itself, evaluated there (not
-through the scaling, whose chain rule would add a factor k/m). F is Eq. 5's scalar (exercise 3) of `labels` and `regression`; with labels None, of the pseudo labels
-(Eq. 4, as exercise 2 settles them) of the unscaled forward, the same for every k.
+through the scaling, whose chain rule would add a factor k/m). F is Eq. 5's scalar (exercise 3) of
+`labels` and `regression`; with labels None, of the pseudo labels (Eq. 4, as exercise 2 settles them)
+of the unscaled forward, the same for every k.
 
-model, batch   a Model and a dict of (B, T) tensors, as in exercise 2; the model is in the mode the
-               caller chose (exercise 4 sets it)
+model, batch   a Model and a dict of (B, T) tensors, as in exercise 2, the model in the mode its caller
+               chose (eval: addrop.py's attribute refuses IGA with the authors' first pass)
 layers, m      the layers to attribute (indices, 0 the lowest) and the number of steps
-labels, regression   as exercise 4 hands them on: None (the pseudo labels) or the labels to attribute;
-               for a regression head, exercise 4 hands on the batch's gold scores
-ig_budget      how many bytes a faster version may hold at once; a plain loop may ignore it
+labels, regression   as in exercise 4: None (the pseudo labels) or the labels to attribute (a
+               regression head's gold scores)
+ig_budget      how many attention entries a faster version may hold at once; a plain loop may ignore it
 returns        {l: B_l (B, H, T, T)}
+
+Called under torch.no_grad() (as an evaluation loop or a notebook may call it), it gives the same B_l:
+it turns gradients on where it takes them.
 
 The model's pieces, which its own forward chains from the bottom up (L = len(model.encoder.layers)):
   model.encoder.embed(input_ids, attention_mask, token_type_ids) -> (x, pad)
@@ -288,16 +291,19 @@ The model's pieces, which its own forward chains from the bottom up (L = len(mod
         the task's logits from the top layer's output
 
 The lessons check completeness (sum of B_l near F(A) - F(0) as m grows), m = 1 against A times the
-gradient, and the real code's numbers to 1e-10.""", (
+gradient, the real code's numbers to 1e-10, and a call under torch.no_grad().""", (
         "A plain loop is a correct answer: for each layer l and each k, run the model with layer l "
         "scaled by k/m, take dF/dA at the scaled map, and add it up. Only the layers from l up depend on "
-        "the scale: the input x_l of layer l can be computed once.",
+        "the scale: the input x_l of layer l can be computed once, with no graph (torch.no_grad); the "
+        "steps need one (torch.enable_grad), whoever called you.",
         "The unscaled pass (under torch.no_grad): x, pad = model.encoder.embed(ids, mask, types), then each "
         "layer in turn, keeping each input x_l and map A_l; pseudo labels from model.head(x) when labels is "
-        "None (addrop.py's pseudo_labels(logits, batch), IGNORE kept). For each l and k: h, A_s = "
-        "layers[l](x_l, pad, scale=k/m) under torch.enable_grad, the layers above, model.head(h), exercise "
-        "3's F, torch.autograd.grad(F, A_s). A sentence head reads the first token only: the real code also passes first_only to the last layer (it changes no number).",
-        "total = 0; for k in 1..m: h, A_s = enc.layers[l](xs[l], pad, scale=torch.full((B, 1, 1, 1), k / m))\n"
+        "None (addrop.py's pseudo_labels(logits, batch), IGNORE kept). For each l and k, under "
+        "torch.enable_grad: h, A_s = layers[l](x_l, pad, scale=k/m), the layers above, model.head(h), exercise "
+        "3's F, torch.autograd.grad(F, A_s). A sentence head reads the first token only: the real code also "
+        "passes first_only to the last layer (it changes no number).",
+        "total = 0; for k in 1..m, with torch.enable_grad():\n"
+        "    h, A_s = enc.layers[l](xs[l], pad, scale=torch.full((B, 1, 1, 1), k / m, dtype=x.dtype))\n"
         "    for i in range(l + 1, L): h, _ = enc.layers[i](h, pad)\n"
         "    g, = torch.autograd.grad(objective(model.head(h), labels, regression), A_s); total += g\n"
         "scores[l] = attns[l] * total / m\n"
@@ -306,11 +312,12 @@ gradient, and the real code's numbers to 1e-10.""", (
     Exercise(9, "addrop.py", "random_mask", "Table 2's RD, the random baseline", """\
 RD, Table 2's random baseline: Eq. 6's candidate region randomly generated instead of read from an
 attribution (Section 3.4), each real position a candidate with probability p, independently of the
-others; then Eq. 7 with q, as in exercise 5. No first pass, no scores. (The paper says only "randomly
-generating the discard region"; this reading is the authors' code's.)
+others; then Eq. 7 with q, as in exercise 5. (The paper says only "randomly generating the discard
+region"; this reading is the authors' code's.)
 
+scores           (B, H, T, T), read for their shape only: RD has no attribution (addrop.py hands on equal
+                 scores of a map's shape, so that every mask takes the same arguments)
 attention_mask   (B, T) 1 on real tokens, 0 on padding
-H                the number of heads
 p, q             as in exercise 5
 generator        the random stream (None: torch's default)
 returns          M (B, H, T, T) bool, True where dropped, keeping exercise 6's rules
@@ -318,13 +325,13 @@ returns          M (B, H, T, T) bool, True where dropped, keeping exercise 6's r
 The coins are yours to draw, as in exercise 5: independent, from `generator` when one is given.
 
 The lessons check the rate of drops, that no example, head, query or key shares its coins with a
-neighbour, where the coins come from, and the edge cases.""", (
+neighbour, where the coins come from, that the scores' values change nothing, and the edge cases.""", (
         "A position is dropped when it is a candidate (probability p) and its coin says drop (probability q), "
-        "two independent events: what is the probability of both? One draw at that probability is the mask.",
+        "two independent events: what is the probability of both? One draw at that probability is the mask. "
+        "The scores give its shape, nothing else.",
         "One field of coins at that probability: bernoulli((B, H, T, T), p * q, generator, attention_mask.device) "
-        "(model.py's, as drop_mask's coins), then exercise 6's "
-        "function, _real_rows, for the edge cases.",
-        "B, T = attention_mask.size()\n"
+        "(model.py's, as drop_mask's coins), then exercise 6's function, _real_rows, for the edge cases.",
+        "B, H, T, _ = scores.size()\n"
         "return _real_rows(bernoulli((B, H, T, T), p * q, generator, attention_mask.device), attention_mask)")),
     Exercise(10, "addrop.py", "pseudo_loss", "Appendix A Eq. 2, the pseudo loss of token tasks", """\
 Appendix A, Eq. 2: the pseudo loss of a token task. With token i's pseudo label c~_i written as a
@@ -348,50 +355,47 @@ move nothing.""", (
         "Flatten the first two dimensions; ignore_index=IGNORE; Eq. 2 is a sum over the tokens: "
         "reduction='sum' (the default mean would divide every token's gradient by their count).",
         "return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction='sum')")),
-    Exercise(11, "addrop.py", "addrop_step", "Algorithm 1, lines 7-9: one AD-DROP step", """\
-Algorithm 1, lines 7-9: one AD-DROP step on a batch, "Perform AD-DROP by Eq. (4)-(7) to obtain mask
-matrices M. Calculate the new prediction and new loss by feeding M into Eq. (1)." Exercises 4, 5 and 9
-are its pieces (RD, method "rd", needs no attribution); addrop.py's addrop_masks, which does Eq. 4-7 in
-one call, refuses to run while the lessons run your step.
+    Exercise(11, "addrop.py", "addrop_masks", "Algorithm 1, lines 7-8: the masks of one AD-DROP step", """\
+Algorithm 1, lines 7-8, for one batch: "Perform AD-DROP by Eq. (4)-(7) to obtain mask matrices M": the
+attribution of the selected layers (steps 1-2), then a mask M_l for each (step 3). Line 9, the forward
+with the masks and its loss, is train.py's training step, which hands the model what this returns.
 
-model, batch   a Model, in train mode, and a dict of (B, T) tensors
-layers         the layers to mask (indices, 0 the lowest); p, q as in exercise 5
-loss           loss(logits, labels) -> the training loss of a plain fine-tuning step
-forward        what runs the masked forward (None: the model itself), called as the model is, with
-               positional arguments only: forward(input_ids, attention_mask, token_type_ids, masks) ->
-               (logits, maps), masks a list of one entry per layer of the model, M_l (B, H, T, T) bool or
-               None for a layer left unmasked. The attribution runs on `model`, never through forward
-               (train.py passes its DDP wrapper, which doubles the batch for R-Drop).
-method, gold, regression, m, low, first_pass
-               train.py's flags of those names: the attribution ("ga", "iga", "aa", or "rd"), the gold
-               labels attributed instead of the pseudo labels (Table 2), a regression head, IGA's steps,
-               the mirror strategy, the first pass's mode. Each must take effect.
-compile        None, or a torch.compile backend (train.py --compile) through which each mask function fn
-               runs: addrop.whole_graph(fn, compile) -> fn compiled whole (fn itself when compile is None).
-               It must take effect too: a compiled graph draws its coins otherwise than eager code
-returns        (the new loss, the masks the masked forward saw)
+model, batch   a Model (in train mode, in training) and a dict of (B, T) tensors
+layers         the layers to mask (indices, 0 the lowest), in the order their masks are drawn
+p, q           as in exercise 5
+method         the attribution, a key of addrop.ATTRIBUTIONS: "ga" (exercise 4), "iga" (exercise 8),
+               "aa" (the maps themselves) or "rd" (none: equal scores, for the random mask)
+mask           the mask, a key of addrop.MASKS: "high" (exercise 5), "low" (its mirror strategy) or
+               "random" (exercise 9)
+gold           True: the gold labels batch["labels"] are attributed instead of the pseudo labels (Table 2)
+regression, m, first_pass   a regression head, IGA's steps, the first pass's mode ("eval" or "train")
+returns        a list of L = model.cfg.num_hidden_layers entries: M_l (B, H, T, T) bool for each l in
+               layers, None for every other layer
 
-The lessons compare the loss and the masks with the real step's for the same seed, with every option,
-compile="aot_eager" among them; the selected layers' masks are drawn in the order `layers` lists them.
-They also check that the masked forward sees the masks, and that the model comes back in the mode it came
-in with no parameter gradient left by the attribution.""", (
-        "You wrote every piece: the scores (exercise 4) and a mask from them (exercise 5) for each selected "
-        "layer, or RD's random mask (exercise 9) with no scores at all; then one more forward, with the masks, "
-        "and the loss on batch['labels']. The attribution takes care of its own mode.",
-        "The masks are a list of model.cfg.num_hidden_layers entries, None but for the selected layers. The "
-        "attribution is attribute(model, batch, layers, method, labels, regression, m, first_pass=...), with "
-        "labels batch['labels'] when gold and None otherwise; the masks drop_mask(scores[l], "
-        "batch['attention_mask'], p, q, low=low), or random_mask(batch['attention_mask'], "
-        "model.cfg.num_attention_heads, p, q), each called through whole_graph(fn, compile).",
-        "masks = [None] * model.cfg.num_hidden_layers\n"
-        "if method == 'rd': masks[l] = whole_graph(random_mask, compile)(batch['attention_mask'], H, p, q) for "
-        "each l in layers\n"
-        "else: scores = attribute(model, batch, layers, method, batch['labels'] if gold else None, regression, m, "
+Your tools, from addrop.py:
+  addrop.attribute(model, batch, layers, method, labels, regression, m, first_pass=...) -> {l: B_l}
+        steps 1-2: the scores of each layer of `layers` (exercise 4's for "ga"; labels None: the pseudo
+        labels); it runs its pass in eval mode unless first_pass="train", hands the model back in the
+        mode it came in, and leaves no parameter gradient
+  addrop.layer_masks(scores, attention_mask, p, q, mask) -> [M_l]
+        step 3 for a list of scores, (B, H, T, T) each: a mask of each, drawn in the list's order
+
+The lessons compare your masks with the real ones for the same seed, exactly, with each option (gold,
+mask="low", the methods aa, rd and iga, first_pass="train", a regression head, layers [2, 0]); and check
+that the first pass runs in eval mode, unmasked, that the model comes back in its mode with no parameter
+gradient, that RD runs no forward at all, and the entry of each layer.""", (
+        "Three pieces of work: the labels to attribute (gold or not), the scores of the selected layers, a "
+        "mask from each layer's scores; then each mask goes to its layer's place in a list of one entry per "
+        "layer. Every option is handed on to the tool that reads it.",
+        "labels: batch['labels'] when gold, else None. attribute returns a dict; layer_masks takes a list, "
+        "[scores[l] for l in layers], and returns the masks in that order: zip them with layers. The list "
+        "starts as [None] * model.cfg.num_hidden_layers.",
+        "scores = attribute(model, batch, layers, method, batch['labels'] if gold else None, regression, m, "
         "first_pass=first_pass)\n"
-        "      masks[l] = whole_graph(drop_mask, compile)(scores[l], batch['attention_mask'], p, q, low=low) for "
-        "each l in layers\n"
-        "logits, _ = (forward or model)(batch['input_ids'], batch['attention_mask'], batch['token_type_ids'], masks)\n"
-        "return loss(logits, batch['labels']), masks"), given=("whole_graph",)),
+        "masks = [None] * model.cfg.num_hidden_layers\n"
+        "for l, M in zip(layers, layer_masks([scores[l] for l in layers], batch['attention_mask'], p, q, mask)):\n"
+        "    masks[l] = M\n"
+        "return masks"), given=("attribute", "layer_masks")),
 ]
 BY_NUMBER = {e.number: e for e in EXERCISES}
 BY_PATH = {Path(e.path).name: e for e in EXERCISES}
@@ -423,6 +427,11 @@ def checked_by(e, names=True):
 def command(e):
     """The command that runs exercise e's lessons on the student's file, with the real code for the rest."""
     return f"python -m pytest {TESTS[e.file]} --impl {e.path}"
+
+
+def command_all(folder="exercises"):
+    """The command that runs every lesson on every exercise file of `folder`: all the answers at once."""
+    return f"python -m pytest {' '.join(TESTS.values())} --impl {folder}"
 
 
 def message(e):
@@ -521,5 +530,7 @@ if __name__ == "__main__":
         if not out.exists() or out.read_text() != text:
             out.write_text(text)
             print(f"wrote {e.path}" + ("" if force or not answered(e, text) else ", keeping your answer"))
+    for stray in sorted(set(p.name for p in HERE.glob("[0-9]*.py")) - set(BY_PATH)):
+        print(f"exercises/{stray} is no exercise now (its function changed): delete it, or keep your answer elsewhere")
     (ROOT / "RESULTS.md").write_text(with_table((ROOT / "RESULTS.md").read_text()))
     print("wrote the exercise table of RESULTS.md")

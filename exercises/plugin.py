@@ -4,8 +4,8 @@ student's exercise file (exercises/make.py writes them), loaded into its real mo
 collected (impl.py, shared with train.py); only the lessons of the exercises given run, with the real code
 for everything else:
 
-    python -m pytest exercises/test_addrop.py --impl exercises/05_drop_mask.py
-    python -m pytest exercises --impl exercises          # every lesson, every exercise yours
+    python -m pytest test_addrop.py --impl exercises/05_drop_mask.py
+    python -m pytest test_model.py test_addrop.py --impl exercises      # every lesson, every exercise yours
 
 A failure shows, without traceback, a blank body's message or a check's words (checks.py) after the
 exercise it points at, and the hint command; a parametrised lesson fails once, its other cases skipped.

@@ -577,7 +577,7 @@ def test_impl_trains_with_the_given_file(setup, tmp_path):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"error: --impl {student}: training failed with RuntimeError: " in r.stderr
     assert "If it is your exercise 5 (drop_mask), handing on a wrong shape" in r.stderr
-    assert f"python -m pytest exercises/test_addrop.py --impl {student}" in r.stderr
+    assert f"python -m pytest test_addrop.py --impl {student}" in r.stderr
     assert not (tmp_path / "out3").exists()
 
 

@@ -4,8 +4,8 @@ properties AD-DROP relies on (padding is invisible, attention rows are distribut
 in M_l removes exactly one attention entry, gradients reach every A_l). Sections 6-7 test
 checkpoint.py, which loads and saves the weights: round trips and the loader's refusals.
 
-    python -m pytest -q exercises/test_model.py     # run (a few seconds on a CPU)
-    python exercises/test_model.py                  # regenerate reference/*.npz (needs transformers)
+    python -m pytest -q test_model.py     # run (a few seconds on a CPU)
+    python test_model.py                  # regenerate reference/*.npz (needs transformers)
 
 The comparisons with Hugging Face run two ways. Where transformers is installed, live: a tiny
 random model is built, saved and loaded by our from_pretrained. Everywhere else (CI), against
@@ -18,7 +18,7 @@ encoder, which runs it in every layer: the references, padding, attention rows, 
 `scale` and attention dropout. Each check (checks.py) says in words what it measured and what it
 expected:
 
-    python -m pytest exercises/test_model.py --impl exercises/01_attention.py
+    python -m pytest test_model.py --impl exercises/01_attention.py
 """
 
 import copy
@@ -29,7 +29,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # run as a script: the core is one folder up
+sys.path.insert(1, str(Path(__file__).resolve().parent / "exercises"))  # run as a script: checks.py, as pytest finds it
 
 import numpy as np
 import pytest
@@ -41,7 +41,7 @@ import model
 import checks
 from checks import close, same, true
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent
 REF = ROOT / "reference"
 TINY = dict(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=37)  # 37: an odd width, so no shape can be right by accident
@@ -953,7 +953,7 @@ def test_first_only_in_train_mode_draws_for_the_first_token_only():
 def _make_reference(names=None):
     """Write reference/<type>-tiny.npz and reference/<type>-tiny-token.npz for bert, roberta and
     electra and, if all-MiniLM-L6-v2 is installed, reference/minilm.npz; names: only the files of
-    these stems (python exercises/test_model.py electra-tiny). Weights go into the .npz rather than a
+    these stems (python test_model.py electra-tiny). Weights go into the .npz rather than a
     committed .safetensors."""
     import tempfile
     import transformers

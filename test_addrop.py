@@ -5,21 +5,21 @@ Tests for addrop.py, written as a sequence of lessons: read them top to bottom t
     6-9    the mask: sort, threshold, Bernoulli (Eq. 6-7), and what it does to attention (Eq. 1)
     10-14  the rest: cross-tuning, pseudo vs gold labels, regression, the ablations, --layers
     15-17  token-level tasks (NER, Appendix A): one attribution from many outputs, the pseudo loss
-    18     the authors' first pass
-    19-21  the AD-DROP step: Algorithm 1, lines 7-9, as train.py runs it
+    18     the authors' first pass, and what attribute itself checks
+    19-21  the masks of an AD-DROP step: Algorithm 1, lines 7-8, as train.py asks for them
 
 Everything runs in float64 on a tiny random model, micrograd-style, and is checked against
 autograd, finite differences or a literal re-implementation of the paper's recipe. Each check
 (checks.py) says in words what it measured and what it expected.
 
-    python -m pytest -q exercises/test_addrop.py                  # all lessons (a few seconds on a CPU)
-    python -m pytest -q exercises/test_addrop.py -k completeness  # one lesson
+    python -m pytest -q test_addrop.py                  # all lessons (a few seconds on a CPU)
+    python -m pytest -q test_addrop.py -k completeness  # one lesson
 
 As exercises (README.md, section Exercises): each exercise file, exercises/NN_name.py, holds one
 function to write and its contract. --impl runs the lessons of that exercise alone, the student's
-function in place of the real one and the real code for everything else (plugin.py, impl.py):
+function in place of the real one and the real code for everything else (exercises/plugin.py, impl.py):
 
-    python -m pytest exercises/test_addrop.py --impl exercises/05_drop_mask.py
+    python -m pytest test_addrop.py --impl exercises/05_drop_mask.py
 
 A lesson that reaches a body not written yet fails with that exercise's message alone: its
 number, its equation, and the command that runs only its lessons; a wrong answer, with what
@@ -28,7 +28,7 @@ was measured and what was expected.
 
 import itertools
 import math
-from contextlib import contextmanager
+import types
 
 import pytest
 import torch
@@ -227,8 +227,9 @@ def test_gradient_is_a_finite_difference():
 def test_one_backward_equals_one_per_layer(training):
     """Lesson 2. All layers' B_l come from ONE backward: autograd.grad of the scalar F with respect to
     the list [A_l] is, entry by entry, what separate grad calls per layer give (the authors' loop).
-    Attribution differentiates with respect to A only, so no parameter .grad is filled, and it runs
-    in eval mode (no dropout noise) but hands the model back in the mode it came in."""
+    Attribution differentiates with respect to A only, so no parameter .grad is filled (GA's and IGA's).
+    It runs in eval mode (no dropout noise) whatever mode the model came in (lesson 18b checks that it
+    comes back in it)."""
     net, batch = tiny_model(), padded_batch()
     logits, attns = run(net, batch)  # eval mode, as attribution runs
     F = logits.gather(1, logits.argmax(-1)[:, None]).sum()
@@ -252,11 +253,8 @@ def test_one_backward_equals_one_per_layer(training):
         handle.remove()
     true(len(flows) == 1, f"in one call of attribute(method='ga') for {L} layers the gradient flowed back through the "
          f"logits {len(flows)} times; expected once: one backward pass gives every selected layer's B_l (the contract)")
-    for method in ("ga", "iga", "aa"):
+    for method in ("ga", "iga"):
         addrop.attribute(net, batch, [0, 2], method, m=3)
-        modes = {"train" if mod.training else "eval" for mod in net.modules()}
-        true(modes == {mode}, f"attribute(method={method!r}) handed the model back with modules in "
-             f"{' and '.join(sorted(modes))} mode; it came in {mode} mode, and must leave in it")
         filled = sum(p.grad is not None for p in net.parameters())
         true(filled == 0, f"attribute(method={method!r}) left .grad set on {filled} parameters; expected none: "
              "B_l is a gradient with respect to the attention maps A_l only (Eq. 5), and every .grad is left as it was")
@@ -340,7 +338,9 @@ def plain_integrated_gradients(net, batch, l, m, weight=lambda a: 1, times_A=Tru
 def test_batched_integrated_gradients_equal_the_plain_loop():
     """Lesson 5. addrop computes Eq. 3 faster without changing a number: the layers below l do not
     depend on the scale, so their output is computed once, and the m steps run as one batch of
-    m*B copies (a large ig_budget), or one step per chunk (ig_budget = 1)."""
+    m*B copies (a large ig_budget), or one step per chunk (ig_budget = 1). Called directly under
+    torch.no_grad() (an evaluation loop, a notebook cell), integrated_gradients gives the same numbers:
+    it turns gradients on where it takes them, whoever called it."""
     net, batch = tiny_model(), padded_batch()
     plain = [plain_integrated_gradients(net, batch, l, m=8) for l in ALL]
     for ig_budget in (2**30, 1):
@@ -348,6 +348,16 @@ def test_batched_integrated_gradients_equal_the_plain_loop():
         for l in ALL:
             close(fast[l], plain[l], f"layer {l}: integrated gradients (m = 8, ig_budget {ig_budget}), against 8 "
                   f"plain forwards with layer {l}'s A scaled by k/8 and one autograd call each", atol=1e-10)
+    with torch.no_grad():
+        try:
+            direct = addrop.integrated_gradients(net, batch, ALL, None, False, 8)
+        except RuntimeError as e:
+            true(False, "integrated_gradients called directly under torch.no_grad() (as an evaluation loop or a "
+                 f"notebook may call it) raised {str(e).splitlines()[0]!r}; expected B_l, the same as without "
+                 "no_grad: it turns gradients on where it takes them, torch.enable_grad() (the contract)")
+    for l in ALL:
+        close(direct[l], plain[l], f"layer {l}: integrated gradients called directly under torch.no_grad() (m = 8), "
+              "against the plain loop", atol=1e-10)
 
 # -----------------------------------------------------------------------------
 # 6-9. the mask
@@ -378,12 +388,12 @@ def dropped_keys(M):
 
 def slipped_row(row, real, gots):
     """What a worked row's wrong drops at q = 1 (gots: p -> the set of keys dropped) match at every p, in
-    words, or '': Eq. 6's candidates read one place off or strictly above the threshold, padding counted in n,
-    or none at all."""
+    words, or '': Eq. 6's candidates read one place off or strictly above the threshold, at int(n p) (p and
+    1 - p swapped), padding counted in n, or none at all."""
     real_keys = {j for j, r in enumerate(real) if r}
 
-    def region(scores, n, p, strict=False, shift=0):
-        idx = n * round((1 - p) * 10**6) // 10**6 + shift
+    def region(scores, n, p, strict=False, shift=0, swap=False):
+        idx = n * round((p if swap else 1 - p) * 10**6) // 10**6 + shift
         if idx >= n:
             return set()
         b_hat = sorted(scores)
@@ -394,13 +404,30 @@ def slipped_row(row, real, gots):
              (lambda p: region(real_scores, n, p, shift=-1) if p < 1 else set(),
               "the threshold read one place lower, b^[int(n (1 - p)) - 1]"),
              (lambda p: region(real_scores, n, p, strict=True), "candidates strictly above b^[int(n (1 - p))], not at or above"),
+             (lambda p: region(real_scores, n, p, swap=True), "the threshold read at b^[int(n p)], p and 1 - p swapped "
+              "(p is the share of the row at or above the threshold, the candidates)"),
              (lambda p: set(), "no drop at all, as if every coin came up keep at q = 1"),
              (lambda p: region(real_scores + [float("-inf")] * (len(row) - n), len(row), p),
               "padding counted in n, sorted below every real key (n is the real keys alone)"),
+             (lambda p: region(real_scores + [float("inf")] * (len(row) - n), len(row), p),
+              "padding counted in n, sorted above every real key (n is the real keys alone)"),
              (lambda p: region(row, len(row), p), "padding counted in n and sorted with its own scores (n is the "
               "real keys alone)")]
-    names = [name for slip, name in slips if all(slip(p) == got for p, got in gots.items())]
+    names = [name for slip, name in slips if gots and all(slip(p) == got for p, got in gots.items())]
     return f" (at every p of this lesson, your drops are those of {' or of '.join(names)})" if names else ""
+
+
+def tried(row, real, ps):
+    """{p: the keys drop_mask drops in the worked row at q = 1} for each p of ps at which it returns a mask of
+    one set of keys a row: the drops a failure names a pattern in (a p at which the answer fails otherwise
+    is left out)."""
+    gots = {}
+    for p in ps:
+        try:
+            gots[p] = dropped_keys(mask_of_row(row, real, p, q=1))
+        except Exception:  # noqa: BLE001  any failure there is another lesson's to say
+            pass
+    return gots
 
 
 @pytest.mark.exercise(5, 6)
@@ -420,14 +447,13 @@ def test_mask_by_hand():
     row, real = [0.3, 0.9, 0.1, 0.5, 9.0, -9.0], [1, 1, 1, 1, 0, 0]
     said = "scores 0.3, 0.9, 0.1, 0.5 (keys 4, 5 padding, scored 9 and -9)"
     worked = [(0, set()), (0.25, {1}), (0.5, {1, 3}), (0.75, {0, 1, 3}), (1.0, set())]
-    gots = {p: dropped_keys(mask_of_row(row, real, p, q=1)) for p, _ in worked}
-    for p, candidates in worked:
-        got = gots[p]
+    for p, candidates in worked:  # p in increasing order, each checked before the next is tried
+        got = dropped_keys(mask_of_row(row, real, p, q=1))
         why = ("every real key is a candidate, and a row that would lose them all keeps them all" if p == 1 else
                "the real keys scoring at or above b^[int(n (1 - p))], each dropped as q = 1 (True = dropped; a "
                "candidate is dropped with probability q)")
         true(got == candidates, f"{said}, p = {p}, q = 1: dropped {keys(got)}; expected {keys(candidates)}: {why}"
-             + slipped_row(row, real, gots))
+             + ("" if got == candidates else slipped_row(row, real, tried(row, real, [p for p, _ in worked]))))
         got = dropped_keys(mask_of_row(row, real, p, q=0))
         true(got == set(), f"{said}, p = {p}, q = 0: dropped {keys(got)}; expected none: q = 0 drops nothing (True = dropped; a candidate is "
              "dropped with probability q)")
@@ -550,6 +576,40 @@ def test_fast_selection_equals_the_paper_recipe(p, q, ties):
     stray = int((fast & ~paper_candidates(scores, attention_mask, p)).sum())
     true(not stray, f"{said}: it drops {stray} positions that are not candidates of Eq. 6 (real keys at or above "
          "b^[int(n (1 - p))]); expected drops among the candidates only")
+
+
+@pytest.mark.exercise(5, 6)
+@pytest.mark.parametrize("ties", [False, True])
+def test_gpu_path_takes_the_same_decisions(ties, monkeypatch):
+    """Lesson 7b. On a GPU and under torch.compile no step may read a number back to the CPU (model.sync_free(device)
+    is True there), so the real code takes another path there: it sorts each row where an eager CPU selects
+    (kthvalue, which reads its k back), and draws its coins one uniform per entry. Both paths must take the same
+    decisions. Here sync_free is forced True on this CPU (in addrop and in model), and drop_mask at q = 0 and at
+    q = 1, where no coin decides, must give Eq. 6-7 taken literally, row by row, as lesson 7 checks on the eager
+    path, for p from 0.1 to 1, on rows of 9, 7, 4 and 2 real keys of 9."""
+    torch.manual_seed(0)
+    scores = torch.randint(0, 4, (4, 3, 9, 9)).double() if ties else torch.randn(4, 3, 9, 9, dtype=torch.float64)
+    attention_mask = (torch.arange(9) < torch.tensor([9, 7, 4, 2])[:, None]).long()
+    kind = "integer scores with ties" if ties else "continuous scores"
+    P = (0.1, 0.3, 0.5, 0.7, 0.9, 1)
+    eager = {p: addrop.drop_mask(scores, attention_mask, p, 1) for p in P}
+    monkeypatch.setattr(addrop, "sync_free", lambda device: True)
+    monkeypatch.setattr(model, "sync_free", lambda device: True)
+    for p in P:
+        for q in (0, 1):
+            gpu = addrop.drop_mask(scores, attention_mask, p, q)
+            paper = paper_mask(scores, attention_mask, p, q)
+            true(gpu.shape == paper.shape and gpu.dtype == torch.bool, f"drop_mask(p = {p}, q = {q}) with "
+                 f"model.sync_free(device) True: a {gpu.dtype} mask of shape {tuple(gpu.shape)}; expected torch.bool, "
+                 f"{tuple(paper.shape)}")
+            extra, missing = int((gpu & ~paper).sum()), int((paper & ~gpu).sum())
+            eager_right = q == 1 and torch.equal(eager[p], paper)
+            true(extra == missing == 0, f"drop_mask(p = {p}, q = {q}) on {kind} with model.sync_free(device) True "
+                 "(the path a GPU and torch.compile take, forced here on the CPU), against Eq. 6-7 taken literally, "
+                 f"row by row: it drops {extra} positions the recipe keeps and keeps {missing} that it drops, of "
+                 f"{paper.numel()}; expected the same mask"
+                 + ("; on the eager path (sync_free False) it gives the recipe's mask: the two paths must take the "
+                    "same decisions" if eager_right else ""))
 
 
 @pytest.mark.parametrize("prob", [0.02, 0.2, 0.6])
@@ -739,6 +799,52 @@ def test_cross_tuning_schedule():
     true(all(got), f"is_addrop_epoch for epochs 1 to 6 without cross-tuning: {got}; expected True for every epoch")
 
 
+class Job(types.SimpleNamespace):
+    """A stand-in for train.py's job and its flags: what a lesson sets, and None for everything else (every
+    other option off: no --compile, no --save-every, no resume, no stop signal)."""
+
+    def __getattr__(self, name):
+        return None
+
+
+@pytest.mark.exercise(7)
+@pytest.mark.parametrize("cross_tuning", [True, False], ids=["cross-tuning", "no-cross-tuning"])
+def test_train_loop_runs_addrop_in_those_epochs(cross_tuning, monkeypatch):
+    """Lesson 10b. The schedule as train.py runs it: its train_epoch asks is_addrop_epoch(epoch, not
+    --no-cross-tuning) once an epoch, and every step of an AD-DROP epoch is an AD-DROP step. Over a run of 5
+    epochs, with cross-tuning the AD-DROP steps fall in epochs 2 and 4 only; with --no-cross-tuning, in all
+    five; and a run without AD-DROP (p = 0, plain fine-tuning) has none, whatever the schedule says. The
+    steps are recorded, not run (train_step is replaced by a recorder): 4 examples, 2 steps an epoch."""
+    import train
+    steps = []  # (epoch, AD-DROP step?) of every step train_epoch hands on
+
+    def step(j, b, adrop):
+        steps.append((j.epoch, bool(adrop)))
+        return torch.zeros(()), torch.zeros(())
+    monkeypatch.setattr(train, "train_step", step)
+    flag = "" if cross_tuning else " --no-cross-tuning"
+    for use_addrop in (True, False):
+        j = Job(args=Job(no_cross_tuning=not cross_tuning, seed=0, log_interval=10**9),
+                splits={"train": Job(enc=[([1, 5, 6, 2], [0, 0, 0, 0])] * 4, y=[0, 1, 0, 1])},
+                batch_size=2, pad_id=0, step=0, total_steps=10**9, use_addrop=use_addrop, device=torch.device("cpu"),
+                world=1, stop=Job())
+        steps.clear()
+        for epoch in range(1, 6):
+            j.epoch = epoch
+            train.train_epoch(j, epoch)
+        got = sorted({e for e, adrop in steps if adrop})
+        want = ([2, 4] if cross_tuning else [1, 2, 3, 4, 5]) if use_addrop else []
+        plain = sorted({e for e, adrop in steps if not adrop})
+        true(len(steps) == 10, f"train.py's loop ran {len(steps)} steps over 5 epochs of 4 examples, 2 a batch; expected 10")
+        true(got == want and not set(got) & set(plain), f"a run of 5 epochs{flag}"
+             + ("" if use_addrop else " without AD-DROP (p = 0)") + f": train.py's loop ran AD-DROP steps in epochs "
+             f"{got or 'none'}, plain ones in {plain or 'none'}; expected AD-DROP steps in "
+             + (f"epochs {want}" if want else "none") + (": Algorithm 1 runs the original fine-tuning in odd epochs, "
+                                                         "AD-DROP in even ones" if cross_tuning and use_addrop else
+                                                         ": Table 2's ablation runs AD-DROP in every epoch"
+                                                         if use_addrop else ": plain fine-tuning has no AD-DROP epoch"))
+
+
 @pytest.mark.exercise(2, 3, 4, 8)
 @pytest.mark.parametrize("method", ["ga", "iga"])
 def test_gold_labels_differ_only_where_the_model_is_wrong(method):
@@ -782,13 +888,20 @@ def test_regression_attributes_the_negative_loss():
               "with the gold scores y", atol=1e-12)
 
 
-@pytest.mark.exercise(4, 6, 9)
+def rd_scores(attention_mask, H):
+    """What attribute(method="rd") hands the random mask: equal scores (one zero), a map's shape (B, H, T, T)."""
+    B, T = attention_mask.size()
+    return torch.zeros((), dtype=torch.float64).expand(B, H, T, T)
+
+
+@pytest.mark.exercise(6, 9)
 def test_attention_and_random_ablations():
     """Lesson 13. Table 2's ablations. AA scores each position by its attention probability itself,
-    so it needs no label and no layer above the highest selected one: those are not run. RD needs no scores: each real key is a candidate with probability p, dropped with
-    probability q, so each real key is dropped independently with probability p * q: the count
-    is binomial, checked to 5 sigma; padding keys are never dropped, and at p = q = 1 no real row loses
-    every real key (the guard)."""
+    so it needs no label and no layer above the highest selected one: those are not run. RD needs no
+    scores (attribute hands it equal ones, for their shape): each real key is a candidate with probability
+    p, dropped with probability q, so each real key is dropped independently with probability p * q: the
+    count is binomial, checked to 5 sigma; padding keys are never dropped, and at p = q = 1 no real row
+    loses every real key (the guard)."""
     net, batch = tiny_model(), padded_batch()
     attns = run(net, batch)[1]
     aa = addrop.attribute(net, batch, ALL, "aa")
@@ -806,7 +919,7 @@ def test_attention_and_random_ablations():
     torch.manual_seed(0)
     lengths = [int(k) for k in torch.randint(4, 17, (64,))]
     big = padded_batch(lengths)
-    M = addrop.random_mask(big["attention_mask"], H, p, q)
+    M = addrop.random_mask(rd_scores(big["attention_mask"], H), big["attention_mask"], p, q)
     T = max(lengths)
     true(M.shape == (64, H, T, T) and M.dtype == torch.bool,
          f"random_mask gave a {M.dtype} mask of shape {tuple(M.shape)}; expected torch.bool, (B, H, T, T) = {(64, H, T, T)}")
@@ -819,14 +932,15 @@ def test_attention_and_random_ablations():
     sigma5 = 5 * math.sqrt(pairs * p * q * (1 - p * q))
     true(abs(dropped - p * q * pairs) < sigma5, f"random_mask(p = {p}, q = {q}) dropped {dropped:.0f} of {pairs} real "
          f"pairs; expected p q x {pairs} = {p * q * pairs:.0f} +- {sigma5:.0f} (5 sigma): each real key dropped "
-         "with probability p q")
+         "with probability p q" + (" (yours are near q alone: every real key a candidate, as the top p of scores "
+                                   "that all tie would make them)" * (abs(dropped - q * pairs) < sigma5)))
     # independently in every head too: two heads draw the same mask of a long row with probability
     # (1 - 2 p q (1 - p q))^(16 * 16) < 1e-20, so equal masks mean one draw shared by the heads
     shared = [h for h in range(1, H) if torch.equal(M[:, h], M[:, 0])]
     true(not shared, f"random_mask gave heads {shared} the same mask as head 0, over 64 rows of 4-16 real keys; "
          "expected different masks: with independent coins per head, two heads agree there with probability below 1e-20")
     # exercise 6's guard holds for RD too: at p = q = 1 every real key would go, so every row keeps them all
-    M1 = addrop.random_mask(big["attention_mask"], H, 1.0, 1.0)
+    M1 = addrop.random_mask(rd_scores(big["attention_mask"], H), big["attention_mask"], 1.0, 1.0)
     lost = int(((M1 | ~tokens[:, None, None, :]).all(-1) & tokens[:, None, :]).sum())
     true(not lost, f"random_mask(p = 1, q = 1) drops every real key in {lost} rows of real queries (-inf throughout: "
          "NaN after the softmax); expected such rows whole, as exercise 6's rules keep them")
@@ -839,17 +953,26 @@ def test_random_mask_coins_are_independent_and_from_the_generator():
     query or key shares its coins with a neighbour (neighbours dropped together at (p q)^2, not p q). The coins
     come from `generator` when one is given, as drop_mask's do. One draw at p q, or a candidate at p and a coin
     at q, both pass: each real pair is dropped with probability p q either way. A fixed number of candidates a
-    row (the top of random scores) does not: at q = 1 every row would lose the same count, not a binomial one."""
+    row (the top of random scores) does not: at q = 1 every row would lose the same count, not a binomial one.
+    And the scores are read for their shape only: other scores of that shape, the same seed, the same mask."""
     attention_mask = torch.ones(16, 12, dtype=torch.long)
+    scores = torch.randn(16, 4, 12, 12, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     for p, q in [(0.5, 0.5), (0.6, 0.5), (0.5, 1.0)]:
         said = f"random_mask(p = {p}, q = {q}) on 16 examples of 12 real tokens, 4 heads"
         torch.manual_seed(0)
-        M = addrop.random_mask(attention_mask, 4, p, q)
+        M = addrop.random_mask(scores, attention_mask, p, q)
         true(M.shape == (16, 4, 12, 12) and M.dtype == torch.bool, f"{said}: a {M.dtype} mask of shape "
              f"{tuple(M.shape)}; expected torch.bool, (B, H, T, T) = (16, 4, 12, 12)")
         fair_coins(said, M, torch.ones(1, 1, 1, 1, dtype=torch.bool), p * q)
         from_the_generator(f"random_mask(p = {p}, q = {q})",
-                           lambda g: addrop.random_mask(attention_mask, 4, p, q, generator=g))
+                           lambda g: addrop.random_mask(scores, attention_mask, p, q, generator=g))
+    torch.manual_seed(0)
+    other = addrop.random_mask(-scores, attention_mask, 0.5, 0.5)
+    torch.manual_seed(0)
+    diff = int((addrop.random_mask(scores, attention_mask, 0.5, 0.5) != other).sum())
+    true(diff == 0, f"random_mask(p = 0.5, q = 0.5) on two score tensors of one shape, the second the first negated, "
+         f"torch's seed 0 before each: masks that differ in {diff} of {other.numel()} positions; expected the same "
+         "mask: RD has no attribution, and reads the scores for their shape only (the contract)")
 
 
 def test_parse_layers():
@@ -1008,12 +1131,13 @@ def test_token_tasks_take_every_attribution(method):
         for l in ALL:
             close(iga[l], attns[l].detach() * ga[l], f"layer {l}: token IGA with m = 1, against A_l times GA's "
                   "gradient", atol=1e-12)
+    mask = "random" if method == "rd" else "high"  # RD's scores all tie: its mask is the random one
     torch.manual_seed(0)
-    masks = addrop.addrop_masks(net, batch, ALL, 0.5, 1.0, method)
+    masks = addrop.addrop_masks(net, batch, ALL, 0.5, 1.0, method, mask)
     if method in ("aa", "rd"):  # no label read: the tags scrambled, the same masks from the same seed
         scrambled = {**batch, "labels": token_batch(seed=7)["labels"]}
         torch.manual_seed(0)
-        again = addrop.addrop_masks(net, scrambled, ALL, 0.5, 1.0, method)
+        again = addrop.addrop_masks(net, scrambled, ALL, 0.5, 1.0, method, mask)
         changed = [l for l in ALL if not torch.equal(again[l], masks[l])]
         true(not changed, f"{method}'s masks of layers {changed} changed when only the batch's tags changed (same "
              "seed); expected the same: AA and RD read no label")
@@ -1072,15 +1196,25 @@ def test_authors_first_pass_equals_ours_without_dropout(method):
               "dropped, rescaled maps of model(..., dropped_A=True) in train mode, same random draws", atol=1e-12)
 
 
-@pytest.mark.exercise(4)
-def test_authors_first_pass_is_refused_for_integrated_gradients():
-    """Lesson 18b. The authors' first pass (train mode, each map taken after attention dropout) is offered for
-    GA and AA only. Integrated gradients walks the straight path from 0 to the model's own A_l; a map with
-    dropout's zeros and 1/(1 - p) on it is no point of that path, so attribute refuses IGA with
+def test_attribute_keeps_the_mode_and_refuses_what_it_cannot_do():
+    """Lesson 18b. attribute, the entry of steps 1-2 for every method, sets the mode of the first pass (eval,
+    or train for the authors') and hands the model back in the mode it came in, every module of it, whatever
+    the method. The authors' first pass (train mode, each map taken after attention dropout) is offered for
+    GA and AA only: integrated gradients walks the straight path from 0 to the model's own A_l, and a map with
+    dropout's zeros and 1/(1 - p) on it is no point of that path. So attribute refuses IGA with
     first_pass="train", as it refuses an unknown method: ValueError, the model handed back in its mode."""
     net, batch = tiny_model(), padded_batch()
-    for method, first_pass in (("iga", "train"), ("gradient", "eval")):
-        for training in (True, False):
+    for training in (True, False):
+        mode = "train" if training else "eval"
+        for method in addrop.ATTRIBUTIONS:
+            for first_pass in ("eval", "train")[:1 if method == "iga" else 2]:
+                net.train(training)
+                addrop.attribute(net, batch, [0, 2], method, m=3, first_pass=first_pass)
+                modes = {"train" if mod.training else "eval" for mod in net.modules()}
+                true(modes == {mode}, f"attribute(method={method!r}, first_pass={first_pass!r}) handed the model "
+                     f"back with modules in {' and '.join(sorted(modes))} mode; it came in {mode} mode, and must "
+                     "leave in it")
+        for method, first_pass in (("iga", "train"), ("grad", "eval")):
             net.train(training)
             try:
                 addrop.attribute(net, batch, ALL, method, m=2, first_pass=first_pass)
@@ -1091,16 +1225,15 @@ def test_authors_first_pass_is_refused_for_integrated_gradients():
                  "ValueError: " + ("the authors' first pass is for ga and aa only" if method == "iga" else
                                    "no such method"))
             true(net.training == training, f"attribute(method={method!r}, first_pass={first_pass!r}) raised and "
-                 f"handed the model back in {'train' if net.training else 'eval'} mode; it came in "
-                 f"{'train' if training else 'eval'} mode")
+                 f"handed the model back in {'train' if net.training else 'eval'} mode; it came in {mode} mode")
 
 # -----------------------------------------------------------------------------
-# 19-21. the AD-DROP step (Algorithm 1, lines 7-9)
+# 19-21. the masks of an AD-DROP step (Algorithm 1, lines 7-8)
 
-
-def loss_sum(logits, labels):
-    """The training loss of a classification batch, summed over its examples (train.py's, without R-Drop)."""
-    return torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+def real_masks(net, batch, layers, p, q, **options):
+    """The real addrop_masks (whether or not a student's stands in for it), from torch's seed 0."""
+    torch.manual_seed(0)
+    return impl.real(addrop, "addrop_masks")(net, batch, layers, p, q, **options)
 
 
 def watched(net):
@@ -1108,230 +1241,134 @@ def watched(net):
     calls = []
 
     def hook(module, args, kwargs):
-        masks = args[3] if len(args) > 3 else kwargs.get("masks")
-        calls.append((module.training, masks))
-        layers = len(module.encoder.layers)
-        true(masks is None or (isinstance(masks, (list, tuple)) and len(masks) == layers),
-             f"the model was handed masks {type(masks).__name__} of {len(masks) if hasattr(masks, '__len__') else '?'} "
-             f"entries; expected one entry per layer of the model ({layers}), None for a layer left unmasked")
+        calls.append((module.training, args[3] if len(args) > 3 else kwargs.get("masks")))
     return calls, net.register_forward_pre_hook(hook, with_kwargs=True)
 
 
-def masked_rows(masks):
-    return sum(int(M.sum()) for M in masks if M is not None)
+def one_entry_per_layer(said, masks, layers):
+    """masks, what addrop_masks returned for `layers`, is a list of L entries: a (B, H, T, T) bool tensor at each
+    selected layer, None at every other; each failure in words."""
+    n = len(masks) if isinstance(masks, (list, tuple)) else None
+    true(isinstance(masks, list) and n == L, f"{said} returned {type(masks).__name__}" + (f" of {n} entries" if n is not
+         None else "") + f"; expected a list of {L} entries, one per layer of the model (model.cfg.num_hidden_layers), "
+         "None for each layer left unmasked, those above the highest selected one too: train.py hands the list to "
+         "the model, whose layer l reads entry l")
+    for l, M in enumerate(masks):
+        if l in layers:
+            true(isinstance(M, torch.Tensor) and M.dtype == torch.bool and M.dim() == 4, f"{said}: the entry of "
+                 f"layer {l}, a selected one, is {type(M).__name__ if not torch.is_tensor(M) else f'a {M.dtype} tensor of shape {tuple(M.shape)}'}; "
+                 "expected its mask M_l, (B, H, T, T) bool")
+        else:
+            true(M is None, f"{said}: the entry of layer {l}, not selected, is {type(M).__name__}; expected None")
 
 
-@contextmanager
-def composed():
-    """While the step runs, addrop.addrop_masks (steps 1-3 in one call) refuses to run: exercise 11 is the
-    composition of the pieces itself, and the real addrop_step calls them one by one."""
-    def refused(*args, **kwargs):
-        raise Wrong("the step called addrop_masks, which does Eq. 4-7 in one call and refuses to run in these "
-                    "lessons; expected the step composed of its pieces, exercises 4, 5 and 9 (the contract)")
-    saved, addrop.addrop_masks = addrop.addrop_masks, refused
-    try:
-        yield
-    finally:
-        addrop.addrop_masks = saved
+def equal_masks(a, b):
+    return all((x is None) == (y is None) and (x is None or (x.shape == y.shape and torch.equal(x, y)))
+               for x, y in zip(a, b)) and len(a) == len(b)
 
 
-def order_said(said, masks, want, layers, real_step):
-    """Where masks differ from want, the real step's masks: that they are the real ones drawn in another order of
-    the layers, when some other order of `layers` given to real_step (the real step, same seed) gives them."""
-    if all((a is None) == (b is None) and (a is None or torch.equal(a, b)) for a, b in zip(masks, want)):
+def order_said(said, masks, want, layers, real):
+    """Where masks differ from want, the real masks: that they are the real ones drawn in another order of the
+    layers, when some other order of `layers` given to real(order) (the real function, same seed) gives them."""
+    if equal_masks(masks, want):
         return
     for order in itertools.permutations(layers):
-        if list(order) != list(layers) and all(
-                (a is None) == (b is None) and (a is None or (a.shape == b.shape and torch.equal(a, b)))
-                for a, b in zip(masks, real_step(list(order)))):
+        if list(order) != list(layers) and equal_masks(masks, real(list(order))):
             true(False, f"{said}: your masks are the real ones drawn in another order of the layers ({list(order)}, "
                  f"same seed); expected them drawn in the order `layers` lists them, {list(layers)} (the contract)")
 
 
-def same_as_real_step(said, q, why, layers=(0, 2), **options):
-    """Lessons 21 and 21b: the student's step and the real one, each from seed 0 on `layers` at p = 0.5:
-    the masks exactly (else whether they are the real ones in another layer order, or `why`), the loss to 1e-12."""
-    layers = list(layers)
-    regression = options.get("regression", False)  # a one-output head, gold scores, the squared error
-    net, batch = tiny_model(1 if regression else 3), padded_batch(regression=regression)
-    loss_fn = (lambda y_hat, y: ((y_hat.squeeze(-1) - y) ** 2).sum()) if regression else loss_sum
-
-    def step_of(step, layers):
+@pytest.mark.exercise(11)
+def test_masks_come_from_an_eval_mode_first_pass():
+    """Lesson 19. Algorithm 1, lines 7-8: the first pass (the attribution) runs in eval mode, unmasked, whatever
+    mode the model came in (train mode, in training), and the model goes back in that mode: line 9's forward,
+    train.py's, runs in it. The masks come back as a list of one entry per layer of the model, M_l (B, H, T, T)
+    bool for each selected layer and None for every other, those above the highest selected one too (layers [0]
+    first, then [0, 2]). RD (method "rd", mask "random") needs no scores: no forward of the encoder runs at all
+    (one would cost a forward, and in train mode draw dropout's random numbers too)."""
+    net, batch = tiny_model(), padded_batch()
+    for layers in ([0], [0, 2]):
         net.train()
         torch.manual_seed(0)
-        with composed():
-            return step(net, batch, layers, 0.5, q, loss_fn, **options)
-    loss, masks = step_of(addrop.addrop_step, layers)
-    want_loss, want_masks = step_of(impl.real(addrop, "addrop_step"), layers)
-    true(isinstance(masks, list) and len(masks) == L, f"{said} returned masks that are not a list of {L}")
-    order_said(said, masks, want_masks, layers, lambda order: step_of(impl.real(addrop, "addrop_step"), order)[1])
-    for l in range(L):
-        got, want = masks[l], want_masks[l]
-        true((got is None) == (want is None), f"{said}: layer {l}'s mask is {'None' if got is None else 'a tensor'}; "
-             f"expected {'None' if want is None else 'a tensor'}")
-        if want is not None:
-            diff = int((got != want).sum())
-            true(diff == 0, f"{said}: layer {l}'s mask differs from the real step's in {diff} of {want.numel()} "
-                 f"positions (same seed); expected the same: {why}")
-    close(loss, want_loss, f"{said}: its loss, against the real step's (same seed; the masked forward, the labels "
-          "of the batch)", atol=1e-12)
-
-
-def step_lists_every_layer_and_rd_attributes_nothing(net, batch):
-    """Lesson 19's last checks: a masks list of one entry per layer when the selected layers stop below the
-    top, and an RD step that runs the encoder once, its masked forward."""
-    calls, handle = watched(net)  # layers above the highest selected one get their None too
-    torch.manual_seed(0)
-    try:
-        with composed():
-            _, masks = addrop.addrop_step(net, batch, [0], 0.5, 1.0, loss_sum)
-    finally:
-        handle.remove()
-    true(isinstance(masks, list) and len(masks) == L, f"the step on layers [0] returned masks "
-         f"{type(masks).__name__} {len(masks) if isinstance(masks, list) else masks}; expected a list of {L}, one entry "
-         "per layer of the model, None for each layer left unmasked, those above the highest selected one too")
-    runs = []  # RD needs no scores: the encoder runs once, in the masked forward
+        one_entry_per_layer(f"addrop_masks on layers {layers}", addrop.addrop_masks(net, batch, layers, 0.5, 1.0),
+                            layers)
+    for training in (True, False):
+        net.train(training)
+        mode = "train" if training else "eval"
+        calls, handle = watched(net)
+        torch.manual_seed(0)
+        try:
+            masks = addrop.addrop_masks(net, batch, [0, 2], 0.5, 1.0)
+        finally:
+            handle.remove()
+        true(calls, "the model never ran in addrop_masks(method='ga'); expected its first pass, the attribution's")
+        seen = [("train" if t else "eval") + (" mode, with masks" if m is not None else " mode") for t, m in calls]
+        true(all(s == "eval mode" for s in seen), f"the model came in {mode} mode and ran in addrop_masks(method='ga') "
+             f"as: {', '.join(seen)}; expected the first pass in eval mode, unmasked (first_pass='eval': the pseudo "
+             "label is the model's own prediction, with no dropout noise in the attribution)")
+        true(net.training == training, f"addrop_masks handed the model back in {'train' if net.training else 'eval'} "
+             f"mode; it came in {mode} mode, the mode line 9's masked forward then runs in")
+        true(sum(int(M.sum()) for M in masks if M is not None) > 0, "addrop_masks(p = 0.5, q = 1) dropped nothing; "
+             "expected the candidates of every selected layer dropped")
+    runs = []  # RD needs no scores: the encoder does not run
     handle = net.encoder.register_forward_pre_hook(lambda module, args: runs.append(module.training))
     try:
         for first_pass in ("eval", "train"):
             runs.clear()
-            with composed():
-                addrop.addrop_step(net, batch, [0, 2], 0.5, 0.5, loss_sum, method="rd", first_pass=first_pass)
-            true(len(runs) == 1, f"the step with method='rd' (first_pass={first_pass!r}) ran the encoder {len(runs)} "
-                 "times; expected once, the masked forward: RD draws its masks without scores, so no first pass runs "
-                 "(one would cost a forward, and in train mode draw dropout's random numbers too)")
+            net.train()
+            torch.manual_seed(0)
+            addrop.addrop_masks(net, batch, [0, 2], 0.5, 0.5, method="rd", mask="random", first_pass=first_pass)
+            true(not runs, f"the masks with method='rd' (first_pass={first_pass!r}) ran the encoder {len(runs)} time(s); "
+                 "expected never: RD draws its masks without scores, and attribute(method='rd') runs no pass")
     finally:
         handle.remove()
 
 
 @pytest.mark.exercise(11)
-def test_step_attributes_in_eval_mode_then_trains_on_the_masks():
-    """Lesson 19. Algorithm 1's AD-DROP branch: the first pass (the attribution) runs in eval mode, unmasked;
-    then the model runs again, in train mode, with the masks M_l that the attribution chose, one per selected
-    layer and None for the others; and the model comes back in the mode it came in. With `forward` given (train.py
-    passes its DDP wrapper), the masked forward runs through it, and the attribution through the model itself.
-    The step is composed of its pieces (the attribution, the mask of each layer): addrop_masks, which does
-    steps 1-3 in one call, refuses to run while the step does (lessons 19-21)."""
-    net, batch = tiny_model(), padded_batch()
-    for training in (True, False):
-        net.train(training)
-        calls, handle = watched(net)
-        torch.manual_seed(0)
-        try:
-            with composed():
-                _, masks = addrop.addrop_step(net, batch, [0, 2], 0.5, 1.0, loss_sum)
-        finally:
-            handle.remove()
-        mode = "train" if training else "eval"
-        true(isinstance(masks, list) and len(masks) == L and masks[1] is None and all(
-             isinstance(masks[l], torch.Tensor) and masks[l].dtype == torch.bool for l in (0, 2)),
-             f"the step returned masks {type(masks).__name__} {masks if not isinstance(masks, list) else len(masks)}; "
-             f"expected a list of {L}, (B, H, T, T) bool for layers 0 and 2 and None for layer 1")
-        true(len(calls) >= 2, f"the model ran {len(calls)} time(s) in the step; expected two passes at least, the "
-             "attribution's and the masked forward")
-        true(not calls[0][0] and calls[0][1] is None, f"the model's first pass (the attribution) ran in "
-             f"{'train' if calls[0][0] else 'eval'} mode, {'with' if calls[0][1] is not None else 'without'} masks; "
-             "expected eval mode, no masks")
-        last_mode, seen = calls[-1]
-        true(last_mode == training, f"the masked forward ran in {'train' if last_mode else 'eval'} mode; the model came "
-             f"in {mode} mode, and the second forward runs in it (train mode in training)")
-        true(seen is not None and all((a is None) == (b is None) and (a is None or torch.equal(a, b))
-                                      for a, b in zip(seen, masks)) and masked_rows(masks) > 0,
-             "the model's last forward was given " + ("no masks" if seen is None else "other masks than those returned")
-             + "; expected the masks the step returns (p = 0.5, q = 1: some positions dropped)")
-        true(net.training == training, f"the step handed the model back in {'train' if net.training else 'eval'} "
-             f"mode; it came in {mode} mode")
-    net.train()
-    step_lists_every_layer_and_rd_attributes_nothing(net, batch)
-    through = []
-
-    def forward(*args, **kwargs):
-        through.append(args[3] if len(args) > 3 else kwargs.get("masks"))
-        true(len(args) == 4 and not kwargs, f"forward was called with {len(args)} positional argument(s) and "
-             f"keyword(s) {sorted(kwargs)}; expected the four the contract gives, positionally, no keyword: "
-             "forward(input_ids, attention_mask, token_type_ids, masks)")
-        return net(*args, **kwargs)
-    calls, handle = watched(net)
-    try:
-        with composed():
-            addrop.addrop_step(net, batch, ALL, 0.5, 1.0, loss_sum, forward=forward)
-    finally:
-        handle.remove()
-    true(len(through) == 1 and through[0] is not None, f"forward (train.py's DDP wrapper) ran {len(through)} time(s), "
-         f"{'with' if through and through[0] is not None else 'without'} masks; expected once, the masked forward")
-    true(sum(m is not None for _, m in calls) == 1, "with forward given, the model itself was run with masks "
-         f"{sum(m is not None for _, m in calls)} times outside it; expected only the one run through forward")
-
-
-@pytest.mark.exercise(11)
-def test_step_leaves_no_gradient_from_the_attribution():
-    """Lesson 20. The attribution differentiates with respect to the attention maps only: it leaves no gradient
-    on any parameter (a .backward() of F would, and the optimizer would then step on F's gradient as well as the
-    loss's). After the step, before the loss is backpropagated, every .grad is still None; after it, each
-    parameter's gradient is the real step's, to 1e-12 (same seed). Two faults would make those gradients differ
-    for another reason, and this test names them first: the loss taken on other labels than the gold ones, and
-    the masks drawn in another order of the layers than `layers` lists (which lesson 21 checks in full)."""
+def test_masks_leave_no_parameter_gradient():
+    """Lesson 20. The attribution differentiates with respect to the attention maps only: after addrop_masks,
+    before line 9's loss is backpropagated, every parameter's .grad is still None (a .backward() of F would fill
+    them, and the optimizer would then step on F's gradient as well as the loss's), and every parameter still
+    requires its gradient, as it came: the training step differentiates them next."""
     net, batch = tiny_model(), padded_batch()
     net.train()
     net.zero_grad(set_to_none=True)
     torch.manual_seed(0)
-    given = []  # the labels each call of the loss got
-
-    def loss_seen(logits, labels):
-        given.append(labels)
-        return loss_sum(logits, labels)
-    with composed():
-        loss, masks = addrop.addrop_step(net, batch, ALL, 0.5, 0.5, loss_seen)
-    gold = batch["labels"]
-    off = [labels for labels in given if not (isinstance(labels, torch.Tensor) and torch.equal(labels, gold))]
-    true(not off, f"the step called `loss` on the labels {', '.join(str(o.tolist()) for o in off)}, the batch's gold labels "
-         f"being {gold.tolist()}; expected the loss on the gold labels batch['labels']: the pseudo labels are only what "
-         "the attribution explains (Algorithm 1: the new loss of the new prediction P_F(y_i | x_i), y_i the training sample's label)")
+    masks = addrop.addrop_masks(net, batch, ALL, 0.5, 0.5)
     leaked = [name for name, w in net.named_parameters() if w.grad is not None]
-    true(not leaked, f"after the step, before its loss is backpropagated, {len(leaked)} parameters have a gradient "
-         f"({', '.join(leaked[:3])}, ...); expected none: the attribution may not touch .grad")
-    loss.backward()
-    got = {name: w.grad.clone() for name, w in net.named_parameters()}
-    net.zero_grad(set_to_none=True)
-    torch.manual_seed(0)
-    want_loss, want_masks = impl.real(addrop, "addrop_step")(net, batch, ALL, 0.5, 0.5, loss_sum)
-    want_loss.backward()
-
-    def real_step(layers):
-        net.train()
-        torch.manual_seed(0)
-        return impl.real(addrop, "addrop_step")(net, batch, layers, 0.5, 0.5, loss_sum)[1]
-    if isinstance(masks, list) and len(masks) == L:
-        order_said("the step (p = 0.5, q = 0.5, every layer)", masks, want_masks, ALL, real_step)
-    for name, w in net.named_parameters():
-        close(got[name], w.grad, f"the gradient of {name} from the step's loss, against the real step's (same seed)",
-              atol=1e-12)
+    true(not leaked, f"after addrop_masks, before line 9's loss is backpropagated, {len(leaked)} parameters have a "
+         f"gradient ({', '.join(leaked[:3])}, ...); expected none: the attribution may not touch .grad")
+    frozen = [name for name, w in net.named_parameters() if not w.requires_grad]
+    true(not frozen, f"after addrop_masks, {len(frozen)} parameters no longer require a gradient ({', '.join(frozen[:3])}"
+         ", ...); expected every one as it came: the training step differentiates them next")
+    one_entry_per_layer("addrop_masks on every layer", masks, ALL)
 
 
 @pytest.mark.exercise(11)
-@pytest.mark.parametrize("options", [{}, {"gold": True}, {"low": True}, {"method": "aa"}, {"method": "rd"},
-                                     {"method": "iga", "m": 3}, {"first_pass": "train"}, {"regression": True},
-                                     {"layers": [2, 0]}],
+@pytest.mark.parametrize("options", [{}, {"gold": True}, {"mask": "low"}, {"method": "aa"},
+                                     {"method": "rd", "mask": "random"}, {"method": "iga", "m": 3},
+                                     {"first_pass": "train"}, {"regression": True}, {"layers": [2, 0]}],
                          ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "default")
-def test_step_equals_the_real_step(options):
-    """Lesson 21. For the same seed, the step's loss and masks are the real step's, with each option that
-    train.py's flags hand on (--attribution, --labels gold, --drop-low, --ig-steps, --first-pass, and a
-    regression task's head, STS-B's), and with layers listed top first (their masks drawn in that order): the
-    loss to 1e-12, the masks exactly. The loss is the masked forward's on the batch's labels, the gold ones: the
-    pseudo labels are only what the attribution explains."""
-    said = f"the step with {', '.join(f'{k}={v!r}' for k, v in options.items()) or 'the default options'}"
-    same_as_real_step(said, 0.5, "the real step's mask changes with this option as the contract says", **options)
-
-
-@pytest.mark.exercise(11)
-@pytest.mark.parametrize("method", ["ga", "rd"])
-def test_compiled_step_equals_the_real_compiled_step(method):
-    """Lesson 21b. compile (train.py --compile): with a backend name, each mask is built as one compiled graph,
-    its function through addrop.whole_graph(fn, compile), which compiles fn whole (fullgraph=True). Under
-    compile the coin flips are drawn as on a GPU, one uniform per entry, not by the gaps an eager CPU draws: for
-    the same seed at q = 0.1 the masks differ from the eager ones, so a step that ignores compile is seen. With
-    compile="aot_eager" (torch.compile's backend that needs no C compiler), the step's masks are the real
-    step's exactly and its loss to 1e-12, with the attribution's masks and RD's."""
-    same_as_real_step(f"the step with method={method!r}, q = 0.1, compile='aot_eager'", 0.1,
-                      "under compile the real step's coin flips are those of a compiled graph, which differ from an "
-                      "eager CPU's for the same seed (the contract's compile)", method=method, compile="aot_eager")
+def test_masks_equal_the_real_ones(options):
+    """Lesson 21. For the same seed, the masks are exactly the real ones, with each option that train.py's flags
+    hand on (--attribution, --mask, --labels gold, --ig-steps, --first-pass, and a regression task's head,
+    STS-B's), and with layers listed top first, their masks drawn in that order (the real ones in another order
+    of the layers are named as such). p = 0.5, q = 0.5, the model in train mode, as in training."""
+    options = dict(options)
+    layers = options.pop("layers", [0, 2])
+    regression = options.get("regression", False)
+    net, batch = tiny_model(1 if regression else 3), padded_batch(regression=regression)
+    said = f"addrop_masks with {', '.join(f'{k}={v!r}' for k, v in options.items()) or 'the default options'}" + \
+        (f" on layers {layers}" if layers != [0, 2] else "")
+    net.train()
+    torch.manual_seed(0)
+    masks = addrop.addrop_masks(net, batch, layers, 0.5, 0.5, **options)
+    one_entry_per_layer(said, masks, layers)
+    net.train()
+    want = real_masks(net, batch, layers, 0.5, 0.5, **options)
+    order_said(said, masks, want, layers, lambda order: real_masks(net.train(), batch, order, 0.5, 0.5, **options))
+    for l in layers:
+        diff = int((masks[l] != want[l]).sum()) if masks[l].shape == want[l].shape else want[l].numel()
+        true(diff == 0, f"{said}: layer {l}'s mask differs from the real one in {diff} of {want[l].numel()} positions "
+             "(same seed); expected the same: the option changes the real masks as the contract says, and each is "
+             "handed on to the tool that reads it")
