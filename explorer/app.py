@@ -332,12 +332,13 @@ BUILD = None  # a build.Build of the tutorial's model under way or done (python 
 
 def get_model(folder):
     folder = (folder or "").strip()
-    if folder not in _models:
+    m = _models.get(folder)
+    if m is None:
         m = session.load(folder)  # raises session.Problem
         while len(_models) >= 3:
-            _models.pop(next(iter(_models)))
+            _models.pop(next(iter(_models)), None)
         _models[folder] = m
-    return _models[folder]
+    return m
 
 
 def update(text_a, text_b, folder, method, strategy, layer, head, row, p, q, seed, marks=True,
@@ -479,8 +480,11 @@ def build(folder=""):
 
         def pick(value, text_a, text_b, folder, method, strategy, layer, head, row, p, q, seed, marks,
                  request: gr.Request = None):  # a click on a map (SCRIPT) sends "ROW TIME": that row
-            yield from update(text_a, text_b, folder, method, strategy, layer, head, int(str(value).split()[0]), p,
-                              q, seed, marks, request)
+            try:
+                row = int(str(value).split()[0])
+            except (ValueError, IndexError):  # not SCRIPT's: the row stays
+                pass
+            yield from update(text_a, text_b, folder, method, strategy, layer, head, row, p, q, seed, marks, request)
         events = [box.submit for box in (text_a, text_b, model)]
         events += [control.input for control in (method, strategy, row, seed, marks)]
         events += [slider.change for slider in (p, q, layer, head)]  # while dragging too

@@ -3,15 +3,17 @@ The explorer's numbers, without the page: a model loaded once, a sentence's attr
 (sentence, method, layer), and for each p, q and seed a redrawn mask and a masked forward.
 
 Every number comes from the project's own functions: the model's forward (model.Model), addrop.attribute for
-B, addrop.drop_mask and addrop.random_mask for the masks, train.loss_sum for the loss. Attribution depends on
+B, addrop.MASKS for the masks ("high", "low", "random"), train.loss_sum for the loss. Attribution depends on
 neither p nor q, so a move of p, q or the seed costs one drop_mask and one forward (milliseconds); a new
 sentence or method costs one attribution. app.py draws what `explore` returns and adds nothing to it.
 
-Bad input (an empty sentence, an unknown or broken model folder, a model for another task) raises Problem,
-whose message the page shows in place of the maps.
+Bad input (an empty sentence, an unknown or broken model folder, a model for another task, a number typed
+outside its range) raises Problem, whose message the page shows in place of the maps. `spread` gives the
+seeds' spread of one setting: one draw of the coins is noise.
 """
 
 import json
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,6 +162,8 @@ def _classifier_of(folder, config):
 # -----------------------------------------------------------------------------
 # one sentence
 
+_lock = threading.Lock()  # the caches' bookkeeping: the page's update and its seeds' spread run in two threads
+
 def encode(m, text_a, text_b=""):
     """The sentence (pair) as a batch of one: dict of (1, T) tensors; its tokens; a note if it was cut."""
     text_a, text_b = (text_a or "").strip(), (text_b or "").strip() or None
@@ -180,15 +184,20 @@ def encode(m, text_a, text_b=""):
 def scores(m, batch, key, method, layer):
     """B of one layer, (1, H, T, T): addrop.attribute, cached per (sentence, method, layer). GA and AA give every
     layer from one pass, so they fill the cache for all layers at once; IGA costs m passes per layer, so one."""
-    if (*key, method, layer) not in m.cache:
-        L = m.net.cfg.num_hidden_layers
-        layers = [layer] if method == "iga" else list(range(L))
-        for l, B in addrop.attribute(m.net, batch, layers, method, m=IG_STEPS).items():
+    with _lock:
+        B = m.cache.get((*key, method, layer))
+        if B is not None:
+            m.cache.move_to_end((*key, method, layer))
+            return B
+    L = m.net.cfg.num_hidden_layers
+    layers = [layer] if method == "iga" else list(range(L))
+    new = addrop.attribute(m.net, batch, layers, method, m=IG_STEPS)
+    with _lock:
+        for l, B in new.items():
             m.cache[(*key, method, l)] = B
         while len(m.cache) > 64:  # a few sentences' worth (GA fills L entries at once)
             m.cache.popitem(last=False)
-    m.cache.move_to_end((*key, method, layer))
-    return m.cache[(*key, method, layer)]
+    return new[layer]
 
 
 def needs_work(m, text_a, text_b, method, layer):
@@ -324,9 +333,10 @@ def spread(m, text_a, text_b, method, layer, p, q, seeds=SEEDS):
     a value may differ from the page's single forward in its last bits (float sums in another order)."""
     attribution = "ga" if method == "rd" else method
     key = ((text_a or "").strip(), (text_b or "").strip(), attribution, layer, p, q, tuple(seeds))
-    if key in m.spreads:  # a move of the seed, head, row or high/low changes none of it
-        m.spreads.move_to_end(key)
-        return m.spreads[key]
+    with _lock:
+        if key in m.spreads:  # a move of the seed, head, row or high/low changes none of it
+            m.spreads.move_to_end(key)
+            return m.spreads[key]
     batch, _, _ = encode(m, text_a, text_b)
     net, L = m.net, m.net.cfg.num_hidden_layers
     am = batch["attention_mask"]
@@ -343,7 +353,8 @@ def spread(m, text_a, text_b, method, layer, p, q, seeds=SEEDS):
             masks[layer] = torch.cat(Ms)  # (S, H, T, T)
             after, _ = net(many["input_ids"], many["attention_mask"], many["token_type_ids"], masks=masks)
             out[mask_name("rd" if rd else attribution, low)] = (after[:, c] - logits[0, c]).tolist()
-    m.spreads[key] = attribution, out
-    while len(m.spreads) > 16:
-        m.spreads.popitem(last=False)
+    with _lock:
+        m.spreads[key] = attribution, out
+        while len(m.spreads) > 16:
+            m.spreads.popitem(last=False)
     return attribution, out
