@@ -66,6 +66,7 @@ from support import checkpoint
 import data
 import model as modeling
 from bf16_masks import bf16_masks  # --bf16-masks (bf16_masks.py)
+import whole_run  # --whole-run (whole_run.py)
 from bench_tables import print_busy, print_data, print_hf, print_kernel, print_methods, print_parts  # the tables
 from timing import counted_flops, host_syncs, matmul_peak, model_flops, time_rounds  # how it measures (timing.py)
 from support import settings
@@ -124,6 +125,8 @@ FLAGS = (
                           "agree with float32's, on real RTE dev batches with the installed all-MiniLM-L6-v2")),
     ("--checkpoint", dict(default=None, metavar="DIR", help="--bf16-masks: a fine-tuned model (train.py's --out; its "
                           "task's dev set is used) instead of MiniLM with a fresh head on RTE")),
+    ("--whole-run", dict(action="store_true", help="instead of timing steps: the README's RTE command to the end, eager, "
+                         "compiled with a cold cache and with a warm one (studies/whole_run.py; minutes on a GPU)")),
 )
 
 
@@ -427,7 +430,9 @@ def benchmark(args):
 def main(argv=None):
     args = parse_args(argv)
     try:
-        if args.bf16_masks:
+        if args.whole_run:
+            whole_run.main([])
+        elif args.bf16_masks:
             result = bf16_masks(args, P)
             if args.json:
                 Path(args.json).write_text(json.dumps(result, indent=2))

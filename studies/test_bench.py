@@ -322,3 +322,21 @@ def test_the_kernels_without_triton_say_so(monkeypatch):
     monkeypatch.setattr(bench.settings, "pick_device", lambda *a: bench.torch.device("cuda"))  # past the GPU check
     with pytest.raises(SystemExit, match="needs the triton package"):
         bench.build(args)
+
+def test_whole_run_times_eager_cold_and_warm_runs_to_the_end(tiny, capsys):
+    """whole_run.py (bench.py --whole-run) runs train.py to the end three ways in fresh processes, eager, compiled
+    with an empty cache and again with the cache it left, each scoring the same dev set: three lines, each with
+    its wall time against eager's, and the compiled ones with the seconds their first passes took (above 0) and
+    no recompile logged after the first AD-DROP step (the static shapes and fixed passes of train.py --compile),
+    though the 8 training rows end in a short batch of 2; and each run's dev metric."""
+    import whole_run
+    whole_run.main(["--backend", "aot_eager", "--", "--task", "rte", "--weights", str(tiny / "w"), "--data-dir",
+                    str(tiny / "glue"), "--max-len", "16", "--batch-size", "3", "--epochs", "2", "--p", "0.5",
+                    "--q", "0.5", "--threads", "1"])
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split("  ")[0]: line for line in out[1:]}
+    assert list(rows) == ["eager", "compiled, cold cache", "compiled, warm cache"], out
+    for name, line in rows.items():
+        seconds = float(re.search(r"first passes ([\d.]+) s", line)[1])
+        assert (seconds > 0) == (name != "eager"), line
+        assert "recompiles after them 0" in line and re.search(r"dev 0\.\d{4}|dev 1\.0000", line), line
