@@ -30,6 +30,8 @@ def main():
     ap.add_argument("--build-limit", type=int, default=None, metavar="N", help="build on N training and N dev "
                     "sentences instead of the tutorial's 2000 (a quick build for tests: a model near chance)")
     args = ap.parse_args()
+    if args.build_limit is not None and args.build_limit < 1:
+        ap.error(f"--build-limit {args.build_limit}: must be at least 1")
     try:
         from explorer import app, build, session
     except ImportError as e:

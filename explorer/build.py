@@ -84,7 +84,8 @@ class Build:
             self.state = "done"
             self.say(f"built {self.shown()}/ in {self.seconds:.0f} s")
         else:
-            self.error = f"train.py exited with {rc}: " + " / ".join(self.lines[-3:])
+            said = [line.strip() for line in self.lines if line.strip()]
+            self.error = f"train.py exited with {rc}" + (f": {said[-1]}" if said else "")  # its last word
             self.state = "failed"
             self.say(f"the build failed ({self.error})")
         self._done.set()
