@@ -19,7 +19,7 @@ As exercises (README.md, section Exercises): each exercise file, exercises/NN_na
 function to write and its contract. --impl runs the lessons of that exercise alone, the student's
 function in place of the real one and the real code for everything else (exercises/plugin.py, impl.py):
 
-    python -m pytest test_addrop.py --impl exercises/05_drop_mask.py
+    python -m pytest test_addrop.py --impl exercises/05_threshold.py
 
 A lesson that reaches a body not written yet fails with that exercise's message alone: its
 number, its equation, and the command that runs only its lessons; a wrong answer, with what
@@ -724,7 +724,6 @@ def from_the_generator(said, draw):
          "torch's default stream")
 
 
-@pytest.mark.exercise(5)
 def test_coin_flips_are_independent_and_from_the_generator():
     """Lesson 8b. Eq. 7's u is a field of independent coin flips, one per position: with every row of a batch
     carrying the same scores, the candidates are the same in every example, head and query, so a coin shared

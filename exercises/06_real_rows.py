@@ -1,7 +1,7 @@
 """
 Exercise 6 of 11: _real_rows, Eq. 6-7's edge cases: real pairs only, never a whole row.
 
-What both masks (exercises 5 and 9) do last: keep their drops to where dropping is allowed and safe.
+What both masks (drop_mask, with exercise 5's threshold, and exercise 9's) do last: keep their drops to where dropping is allowed and safe.
 
 drop             (B, H, T, T) bool, True where a position would be dropped (you may change it in place)
 attention_mask   (B, T) 1 on real tokens, 0 on padding

@@ -7,10 +7,10 @@ with the masks and its loss, is train.py's training step, which hands the model 
 
 model, batch   a Model (in train mode, in training) and a dict of (B, T) tensors
 layers         the layers to mask (indices, 0 the lowest), in the order their masks are drawn
-p, q           as in exercise 5
+p, q           Eq. 6's candidate fraction and Eq. 7's drop rate
 method         the attribution, a key of addrop.ATTRIBUTIONS: "ga" (exercise 4), "iga" (exercise 8),
                "aa" (the maps themselves) or "rd" (none: equal scores, for the random mask)
-mask           the mask, a key of addrop.MASKS: "high" (exercise 5), "low" (its mirror strategy) or
+mask           the mask, a key of addrop.MASKS: "high" (drop_mask, with exercise 5's threshold), "low" (its mirror) or
                "random" (exercise 9)
 gold           True: the gold labels batch["labels"] are attributed instead of the pseudo labels (Table 2)
 regression, m, first_pass   a regression head, IGA's steps, the first pass's mode ("eval" or "train")

@@ -4,7 +4,7 @@ student's exercise file (exercises/make.py writes them), loaded into its real mo
 collected (impl.py, shared with train.py); only the lessons of the exercises given run, with the real code
 for everything else:
 
-    python -m pytest test_addrop.py --impl exercises/05_drop_mask.py
+    python -m pytest test_addrop.py --impl exercises/05_threshold.py
     python -m pytest test_model.py test_addrop.py --impl exercises      # every lesson, every exercise yours
 
 A failure shows, without traceback, a blank body's message or a check's words (checks.py) after the

@@ -67,20 +67,13 @@ SAYS = {(1, "no 1/sqrt(D)"): "scaled by 1 (not scaled); expected them scaled as 
                                                               "expected none",
         (5, "a float for the integer index"): "int(n (1 - p)) is 1, though in floating point 10 * (1 - 0.9) is "
                                               "0.9999999999999998",
-        (5, "above the threshold, not at or above"): "your drops are those of the threshold read one place higher",
-        (5, "q as the probability to keep"): "your drops are those of no drop at all",
-        (5, "the generator ignored"): "torch's default stream seeded 123 and then 456, gave masks that differ",
-        (5, "one coin per row"): "along the key axis",
-        (5, "one coin per key, shared by the heads"): "along the head axis",
-        (5, "low takes int(n p) candidates"): "the mirror strategy takes as many candidates as the high one",
+        (5, "the index one place too high"): "your drops are those of the threshold read one place higher",
         (5, "n (1 - p) rounded"): "int(n (1 - p)) = int(6.7) = 6, the floor (yours are those of index 7, n (1 - p) "
                                   "rounded)",
         (5, "padding counted in n"): "padding counted in n, sorted above every real key",
+        (5, "padding counted in n, sorted first"): "padding counted in n, sorted below every real key",
         (5, "padding sorted with its scores, counted in n"): "padding counted in n and sorted with its own scores",
-        (5, "low takes the keys below the threshold"): "yours took int(n (1 - p)) = 4, the keys below the high "
-                                                       "strategy's threshold",
         (5, "p to 2 decimals"): "yours are those of p = 0.12, p rounded to 2 decimals",
-        (5, "low without its ties"): "every key tied with the highest of them",
         (5, "the GPU path sorts padding first"): "with model.sync_free(device) True (the path a GPU and torch.compile "
                                                  "take, forced here on the CPU), against Eq. 6-7 taken literally",
         (5, "p and 1 - p swapped"): "the threshold read at b^[int(n p)], p and 1 - p swapped",
@@ -195,9 +188,8 @@ def runs(tmp_path_factory):
     jobs["real",] = [*make.TESTS.values(), "--impl", everything]
     e5, e1 = make.BY_NUMBER[5], make.BY_NUMBER[1]
     run(("pairing",), e5, shown(e5), test=make.TESTS["model.py"])  # exercise 5 given the lessons of exercise 1
-    run(("no function",), e5, make.contract(e5) + "def drop(scores):\n    return scores\n")
-    run(("signature",), e5, make.contract(e5) + "def drop_mask(scores, attention_mask, p, q, low=False):\n"
-        "    return scores > 0\n")
+    run(("no function",), e5, make.contract(e5) + "def cut(scores):\n    return scores\n")
+    run(("signature",), e5, make.contract(e5) + "def threshold(scores, p):\n    return scores[..., :1]\n")
     run(("redefines",), e5, written(e5) + "\n\ndef bernoulli(shape, prob, generator=None, device=None):\n    pass\n")
     run(("not an exercise",), e1, written(e1), name="attention.py")
     context = multiprocessing.get_context("forkserver")
@@ -379,8 +371,8 @@ def test_usage_errors_say_what_to_do(runs):
     exercise 1's lessons (naming test_addrop.py and the command); a file without the exercise's function; one
     whose function takes other arguments; one that redefines a function of the real module; a file not named
     as an exercise file."""
-    says = {("pairing",): "lessons are in test_addrop.py, not in test_model.py", ("no function",): "defines no function drop_mask",
-            ("signature",): "expected drop_mask(scores, attention_mask, p, q, low=False, generator=None)",
+    says = {("pairing",): "lessons are in test_addrop.py, not in test_model.py", ("no function",): "defines no function threshold",
+            ("signature",): "expected threshold(scores, real, p)",
             ("redefines",): "defines bernoulli, which addrop.py has already",
             ("not an exercise",): "not an exercise file"}
     for key, words in says.items():

@@ -567,16 +567,15 @@ def test_impl_trains_with_the_given_file(setup, tmp_path):
     r = train(setup, tmp_path / "out2", "--epochs", "1", "--impl", str(wrong), check=False)
     assert r.returncode == 1 and f"--impl {wrong}: not an exercise file" in r.stderr
     assert "Traceback" not in r.stderr
-    # a drop_mask that returns a wrong shape fails inside the real code (model.py): the message names the
+    # a threshold that returns a wrong shape fails inside the real code (drop_mask): the message names the
     # exercise and the lessons' command, no traceback, and the failed run leaves no folder behind
-    student = tmp_path / "student" / "05_drop_mask.py"
-    student.write_text("def drop_mask(scores, attention_mask, p, q, low=False, generator=None):\n"
-                       "    return (scores > 0)[..., 0]\n")
+    student = tmp_path / "student" / "05_threshold.py"
+    student.write_text("def threshold(scores, real, p):\n    return scores[..., :2]\n")
     r = train(setup, tmp_path / "out3", "--epochs", "1", "--p", "0.5", "--q", "0.5", "--no-cross-tuning", "--impl",
               str(student), check=False)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
     assert f"error: --impl {student}: training failed with RuntimeError: " in r.stderr
-    assert "If it is your exercise 5 (drop_mask), handing on a wrong shape" in r.stderr
+    assert "If it is your exercise 5 (threshold), handing on a wrong shape" in r.stderr
     assert f"python -m pytest test_addrop.py --impl {student}" in r.stderr
     assert not (tmp_path / "out3").exists()
 

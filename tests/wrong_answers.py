@@ -249,276 +249,106 @@ def gradient(model, batch, layers, labels, regression, m=None, ig_budget=None):
     return {l: attns[l].grad for l in layers}
 '''),
     (5, 'a float for the integer index', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = (n.double() * (1 - p)).long()  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
+def threshold(scores, real, p):
+    n = real.sum(-1, keepdim=True)  # (..., 1) real keys of each row
+    keep = round((1 - p) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = (n.double() * (1 - p)).long()  # int(n (1 - p)), (..., 1)
+    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
 '''),
-    (5, 'above the threshold, not at or above', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores > thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'q as the probability to keep', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), 1 - q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'the generator ignored', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, None, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'one coin per row', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, 1), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'one coin per key, shared by the heads', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, 1, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'low takes int(n p) candidates', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n - n * round(p * 10**6) // 10**6 if low else n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
+    (5, 'the index one place too high', '''\
+def threshold(scores, real, p):
+    n = real.sum(-1, keepdim=True)  # (..., 1) real keys of each row
+    keep = round((1 - p) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6 + 1  # the entry after int(n (1 - p))
+    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx >= n, float("inf"))
 '''),
     (5, 'n (1 - p) rounded', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = (n * keep + 5 * 10**5) // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
+def threshold(scores, real, p):
+    n = real.sum(-1, keepdim=True)  # (..., 1) real keys of each row
+    keep = round((1 - p) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = (n * keep + 5 * 10**5) // 10**6  # n (1 - p), rounded
+    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
 '''),
     (5, 'padding counted in n', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = torch.full_like(attention_mask.sum(-1), T)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
+def threshold(scores, real, p):
+    n = torch.full_like(real.sum(-1, keepdim=True), scores.size(-1))  # every key
+    keep = round((1 - p) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6  # int(n (1 - p)), (..., 1)
+    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
+'''),
+    (5, 'padding counted in n, sorted first', '''\
+def threshold(scores, real, p):
+    n = torch.full_like(real.sum(-1, keepdim=True), scores.size(-1))  # every key
+    keep = round((1 - p) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6  # int(n (1 - p)), (..., 1)
+    b_hat = scores.masked_fill(~real, float("-inf")).sort(-1).values  # padding first
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
 '''),
     (5, 'padding sorted with its scores, counted in n', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    n = torch.full_like(n, T)
-    idx = n * keep // 10**6
+def threshold(scores, real, p):
+    n = torch.full_like(real.sum(-1, keepdim=True), scores.size(-1))  # every key
+    keep = round((1 - p) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6  # int(n (1 - p)), (..., 1)
     b_hat = scores.sort(-1).values
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'low takes the keys below the threshold', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = (scores < thr) if low else (scores >= thr)  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
 '''),
     (5, 'p to 2 decimals', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - round(p, 2)) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'low without its ties', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = (scores >= thr) & ~(low & (scores == thr) & ((scores == thr).cumsum(-1) > 1))  # Eq. 6: the candidates
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'the GPU path sorts padding first', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)
-    if q == 0 or keep == 10**6:
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)), (B,)
-    if sync_free(scores.device):  # a GPU: padding to the front, each row's index moved past it
-        b_hat = scores.masked_fill(~real, float("-inf")).sort(-1).values
-        thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))
-    else:
-        b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
-        thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))
-    drop = scores >= thr
-    drop &= bernoulli((B, H, T, T), q, generator, scores.device)
-    return _real_rows(drop, attention_mask)
+def threshold(scores, real, p):
+    n = real.sum(-1, keepdim=True)  # (..., 1) real keys of each row
+    keep = round((1 - round(p, 2)) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6  # int(n (1 - p)), (..., 1)
+    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
 '''),
     (5, 'p and 1 - p swapped', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]
-    n = attention_mask.sum(-1)
-    if low:
-        scores = -scores
-    if q == 0 or p == 0:
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * round(p * 10**6) // 10**6  # the threshold's index in each example's sorted real scores
-    thr = torch.empty(B, H, T, 1, dtype=scores.dtype, device=scores.device)
-    for b in range(B):  # the (idx + 1)-th smallest real score of each row; padding sorts last
-        row = scores[b].masked_fill(~real[b], float("inf"))
-        thr[b] = row.kthvalue(int(idx[b]) + 1, dim=-1, keepdim=True).values
-    drop = (scores >= thr) & bernoulli((B, H, T, T), q, generator, scores.device)
-    return _real_rows(drop, attention_mask)
+def threshold(scores, real, p):
+    n = real.sum(-1, keepdim=True)  # (..., 1) real keys of each row
+    keep = round(p * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6  # int(n (1 - p)), (..., 1)
+    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
+'''),
+    (5, 'the GPU path sorts padding first', '''\
+def threshold(scores, real, p):
+    n = real.sum(-1, keepdim=True)  # (..., 1) real keys of each row
+    keep = round((1 - p) * 10**6)
+    if keep == 10**6:  # p = 0: no candidate
+        return torch.full_like(scores[..., :1], float("inf"))
+    idx = n * keep // 10**6  # int(n (1 - p)), (..., 1)
+    if sync_free(scores.device):  # a GPU: padding sorted to the front
+        b_hat = scores.masked_fill(~real, float("-inf")).sort(-1).values
+    else:
+        b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # padding last
+    thr = b_hat.gather(-1, idx.clamp(max=scores.size(-1) - 1).expand(*scores.shape[:-1], 1))
+    return thr.masked_fill(idx == n, float("inf"))
 '''),
     (6, 'no guard', '''\
 def _real_rows(drop, attention_mask):
@@ -976,41 +806,13 @@ def addrop_masks(model, batch, layers, p, q, method="ga", mask="high", gold=Fals
 # must pass: the lessons check the law of Eq. 7's coins and where they come from, not one way to draw them, and a
 # plain loop of integrated gradients is as right as addrop.py's batched one
 RIGHT = [
-    (5, 'coin flips by torch.rand', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= (torch.rand((B, H, T, T), generator=generator, device=scores.device) < q)  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
-'''),
-    (5, 'coin flips by torch.bernoulli', '''\
-def drop_mask(scores, attention_mask, p, q, low=False, generator=None):
-    B, H, T, _ = scores.size()
-    real = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T) real keys
-    n = attention_mask.sum(-1)  # (B,) real lengths
-    if low:
-        scores = -scores
-    keep = round((1 - p) * 10**6)  # 1 - p to 6 decimals, times 10^6
-    if q == 0 or keep == 10**6:  # q = 0 or p = 0: nothing is dropped
-        return torch.zeros(B, H, T, T, dtype=torch.bool, device=scores.device)
-    idx = n * keep // 10**6  # int(n (1 - p)) in exact integers, (B,)
-    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values  # (B, H, T, T), padding last
-    thr = b_hat.gather(-1, idx.clamp(max=T - 1).view(B, 1, 1, 1).expand(B, H, T, 1))  # b^[idx], (B, H, T, 1)
-    thr = thr.masked_fill((idx == n).view(B, 1, 1, 1), float("inf"))  # idx = n: no candidates
-    drop = scores >= thr  # Eq. 6: the candidates
-    drop &= torch.bernoulli(torch.full((B, H, T, T), float(q), device=scores.device), generator=generator).bool()  # Eq. 7: a coin per position
-    return _real_rows(drop, attention_mask)
+    (5, 'an extra column of +inf instead of a test for idx == n', '''\
+def threshold(scores, real, p):
+    n = real.sum(-1, keepdim=True)
+    idx = n * round((1 - p) * 10**6) // 10**6  # int(n (1 - p)); n when p = 0
+    b_hat = scores.masked_fill(~real, float("inf")).sort(-1).values
+    b_hat = torch.cat([b_hat, torch.full_like(b_hat[..., :1], float("inf"))], -1)  # entry T: +inf
+    return b_hat.gather(-1, idx.expand(*scores.shape[:-1], 1))
 '''),
     (8, 'a plain loop', '''\
 def integrated_gradients(model, batch, layers, labels, regression, m=20, ig_budget=None):
