@@ -145,9 +145,8 @@ def build(folder=""):
         with gr.Row():
             layer = Slider(1, 6, 1, step=1, label="layer", elem_id="layer")
             head = Slider(1, 12, 6, step=1, label="head (the maps only)", elem_id="head")
-            row = gr.Dropdown([("0: [CLS]", 0)], value=0, label="query row (or click a map's row)", elem_id="row")
+            row = gr.Dropdown([("0: [CLS]", 0)], value=0, label="query row", elem_id="row")
             marks = gr.Checkbox(True, label="B's frames and crosses", elem_id="marks")
-        clicked = gr.Textbox("", elem_id="row-click", elem_classes=["offscreen"], container=False)
         message = gr.Markdown(elem_id="message")
         with gr.Row():
             prediction = gr.HTML(elem_id="prediction")
@@ -165,19 +164,11 @@ def build(folder=""):
         then = dict(fn=update_spread, inputs=[ticket, *inputs], outputs=[spread], concurrency_id="spread",
                     concurrency_limit=1, show_progress="hidden")
 
-        def pick(value, text_a, text_b, folder, method, strategy, layer, head, row, p, q, seed, marks,
-                 request: gr.Request = None):  # a click on a map (SCRIPT) sends "ROW TIME": that row
-            try:
-                row = int(str(value).split()[0])
-            except (ValueError, IndexError):  # not SCRIPT's: the row stays
-                pass
-            yield from update(text_a, text_b, folder, method, strategy, layer, head, row, p, q, seed, marks, request)
         events = [box.submit for box in (text_a, text_b, model)]
         events += [control.input for control in (method, strategy, row, seed, marks)]
         events += [slider.change for slider in (p, q, layer, head)]  # while dragging too
         for event in events:
             event(**run).then(**then)
-        clicked.submit(**{**run, "inputs": [clicked, *inputs], "fn": pick}).then(**then)
         demo.load(**run).then(**then)
     return demo
 

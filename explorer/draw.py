@@ -4,8 +4,9 @@ a build.Build return; of the method's numbers none is computed here (only summar
 and quartiles, a colour bar's ends). Without gradio, so that the in-process tests read them.
 
 Each map is drawn as one PNG, not as a matplotlib figure: a p or q move redraws three T x T maps, and a matplotlib
-figure takes a tenth of a second or more. The only web code is SCRIPT: a map cell's values on hover and a click
-that picks the query row, both read from the numbers the page already holds (no round trip for a hover).
+figure takes a tenth of a second or more. The only web code is SCRIPT: a map cell's values on hover, read from
+the numbers the page already holds (no round trip). (Picking the query row by a click on a map was tried: a value
+set from script reached gradio's textbox one event late or not at all, so the row stays the dropdown's.)
 """
 
 import base64
@@ -76,15 +77,6 @@ SCRIPT = """<script>
     t.textContent = parts.join('\\n');
     t.style.left = (e.clientX + 14) + 'px'; t.style.top = (e.clientY + 14) + 'px'; t.style.display = 'block';
   });
-  document.addEventListener('click', e => {  // a map cell, or a query's label: that query row
-    const c = cell(e), label = e.target.closest && e.target.closest('.maps .queries span[data-row]');
-    const row = c ? c.i : label ? Number(label.dataset.row) : null;
-    const box = document.querySelector('#row-click textarea, #row-click input');
-    if (row === null || !box) return;
-    box.value = `${row} ${Date.now()}`;  // a new value each click, so that the same row twice is two changes
-    box.dispatchEvent(new Event('input', {bubbles: true}));  // as typed, then Enter: the box's submit
-    box.dispatchEvent(new KeyboardEvent('keypress', {key: 'Enter', code: 'Enter', keyCode: 13, bubbles: true}));
-  });
 })();
 </script>"""
 
@@ -124,7 +116,7 @@ def colour_bar(ident, stops, labels, what):
 def heatmap(title, tokens, row, rgb, cand=None, drop=None, bar=""):
     """A T x T map, queries down and keys across, as a PNG (one image, not T^2 page elements: a 30-token map
     draws in a few milliseconds) between token labels; the chosen query row's labels in red; candidates dotted,
-    dropped positions crossed (x), as in the paper's Figure 1. A click on a row picks it (SCRIPT)."""
+    dropped positions crossed (x), as in the paper's Figure 1."""
     T = len(tokens)
     img = np.kron(rgb, np.ones((CELL, CELL, 1)))  # (T*CELL, T*CELL, 3), each cell a CELL x CELL block
     for marks, pattern, ink in ((cand, _DOTS, RED), (drop, _CROSS, (17, 17, 17))):
@@ -169,7 +161,7 @@ def draw_maps(v, marks=True):
                                         "M = 0 kept, M = -inf dropped")))
     values = dict(tokens=tokens, A=_short(v["A"]), B=None if v["B"] is None else _short(v["B"]),
                   cand=v.get("cand"), drop=M.astype(int).tolist())
-    hint = ('<p class="note">Hover a cell for its values; click a row (or its label) to pick that query.</p>')
+    hint = '<p class="note">Hover a cell for its values; the query row is picked above.</p>'
     return (f'{hint}<div class="maps" data-values="{html.escape(json.dumps(values, separators=(",", ":")))}">'
             f'{"".join(parts)}</div>')
 

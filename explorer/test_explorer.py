@@ -241,7 +241,7 @@ def test_in_a_browser(tmp_path):
     - a typed sentence, p and q moved by their number boxes, the seed changed: the page's dropped counts equal
       drop_mask's for the same scores and seed, its prediction the model's;
     - the colour bars are there, A's naming the map's largest weight; hovering a cell of B shows that cell's
-      tokens, A and B (to the 4 digits shown, 1e-3 relative); a click on a row picks that query; the marks
+      tokens, A and B (to the 4 digits shown, 1e-3 relative); the marks
       switch off; under RD high/low is disabled; the seeds' spread shows explore's median for the method shown;
     - p, q, layer, head and seed typed out of range each get a message naming the field and its range, and the
       server prints nothing at all meanwhile (the terminal's output is compared before and after);
@@ -299,8 +299,6 @@ def test_in_a_browser(tmp_path):
         for name, want in (("A", v["A"][i][j]), ("B", v["B"][i][j])):
             got = float(re.search(rf"{name} = ([-+0-9.e]+)", hover)[1])
             assert abs(got - want) <= 1e-3 * abs(want), (name, got, want)
-        page.mouse.click(img["x"] + 0.5 * img["width"] / v["n"], img["y"] + (4.5) * img["height"] / v["n"])
-        stamped("head 6, row 4")
         page.locator("#marks input").uncheck()
         page.wait_for_function("() => document.querySelector('#maps').textContent.includes('marks off')")
         spread = session.spread(m, SENTENCE, "", "ga", 0, 0.3, 0.5)[1]["high"]
