@@ -191,7 +191,7 @@ def draw_row(v):
                          f'{v["idx"]} of the sorted row, B = {b[j]:+.4g}; candidates at or '
                          f'{"below" if v["low"] else "above"} it'
                          + (f": ties included, so the {tied} entr{'y' if tied == 1 else 'ies'} above this line "
-                            "marked &quot;tie&quot; equal{'s' if tied == 1 else ''} it and "
+                            f"marked &quot;tie&quot; equal{'s' if tied == 1 else ''} it and "
                             f"{'is a candidate' if tied == 1 else 'are candidates'}" if tied else "")
                          + "</span>")
         colour = "#b2182b" if b[j] > 0 else "#2166ac"
